@@ -1,0 +1,143 @@
+"""Dataset file formats: counting and parsing records from an open binary stream.
+
+Beam-free so the parsing rules are unit-testable alone. Values are kept as written:
+JSON types stay JSON types, CSV cells stay strings, and nothing is coerced into dates
+(the reference's pyarrow readers mutate values; REFERENCE_BEHAVIOUR.md 11b.8). A record
+that cannot be parsed is yielded as a failure at its position, never skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+import pyarrow.parquet as pq
+
+from core.errors import DatasetError
+
+__all__ = ["Record", "count_records", "detect_format", "iter_records", "parquet_row_group_sizes"]
+
+FORMATS = ("jsonl", "parquet", "csv")
+_EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv"}
+
+#: (item, raw text, error message); exactly one of item / error is set.
+Record = tuple[dict[str, Any] | None, str | None, str | None]
+
+
+def detect_format(path: str, configured: str) -> str:
+    """The format of ``path``: the configured one, or by extension (``.gz`` ignored).
+
+    Raises:
+        DatasetError: ``auto`` was configured and the extension is not known.
+    """
+    if configured != "auto":
+        return configured
+    name = path.lower().removesuffix(".gz").removesuffix(".gzip")
+    for extension, fmt in _EXTENSIONS.items():
+        if name.endswith(extension):
+            return fmt
+    raise DatasetError(
+        f"cannot tell the format of {path!r} from its extension; "
+        f"set dataset.format to one of {', '.join(FORMATS)}."
+    )
+
+
+def count_records(stream: IO[bytes], path: str, fmt: str) -> int:
+    """How many records ``iter_records`` will yield for this file (failed ones included)."""
+    if fmt == "parquet":
+        return sum(parquet_row_group_sizes(stream))
+    return sum(1 for _ in iter_records(stream, path, fmt))
+
+
+def parquet_row_group_sizes(stream: IO[bytes]) -> list[int]:
+    """Rows per row group of a Parquet file (read from its footer only)."""
+    metadata = pq.ParquetFile(stream).metadata
+    return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+
+
+def read_parquet_row_group(stream: IO[bytes], group: int) -> list[dict[str, Any]]:
+    """The rows of one Parquet row group as dicts."""
+    return pq.ParquetFile(stream).read_row_group(group).to_pylist()
+
+
+def iter_records(stream: IO[bytes], path: str, fmt: str) -> Iterator[Record]:
+    """Yield every record of a JSONL (or JSON array) or CSV file in order."""
+    if fmt == "jsonl":
+        yield from _iter_json(stream, path)
+    elif fmt == "csv":
+        yield from _iter_csv(stream, path)
+    else:
+        raise ValueError(f"iter_records does not read {fmt}")
+
+
+def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
+    buffered = io.BufferedReader(stream) if not hasattr(stream, "peek") else stream
+    head = buffered.peek(64).lstrip()  # type: ignore[union-attr]
+    if head.startswith(b"["):
+        yield from _iter_json_array(buffered.read(), path)
+        return
+    for line_number, line in enumerate(buffered, start=1):
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield None, line.decode("utf-8", "replace").rstrip("\r\n"), (
+                f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); "
+                "re-encode the file as UTF-8."
+            )
+            continue
+        yield _json_object(text, f"{path} line {line_number}")
+
+
+def _json_object(text: str, where: str) -> Record:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, text.rstrip("\r\n"), f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); fix or remove the line."
+    if not isinstance(value, dict):
+        return None, text.rstrip("\r\n"), f"{where} is a JSON {type(value).__name__}, but each row must be a JSON object."
+    return value, None, None
+
+
+def _iter_json_array(data: bytes, path: str) -> Iterator[Record]:
+    try:
+        rows = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path} starts with '[' but is not a valid JSON array: {exc}.") from None
+    for position, value in enumerate(rows):
+        if isinstance(value, dict):
+            yield value, None, None
+        else:
+            yield None, json.dumps(value), (
+                f"{path} element {position} is a JSON {type(value).__name__}, but each row must be an object."
+            )
+
+
+def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
+    text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="")
+    reader = csv.reader(text)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        for cells in reader:
+            if not cells:
+                continue
+            if len(cells) != len(header):
+                raw = ",".join(cells)
+                yield None, raw, (
+                    f"{path} line {reader.line_num} has {len(cells)} fields but the header has "
+                    f"{len(header)}; fix the row (quote fields that contain commas)."
+                )
+                continue
+            yield dict(zip(header, cells, strict=True)), None, None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(
+            f"{path} is not valid UTF-8 near line {reader.line_num + 1} (byte {exc.start}); re-encode it as UTF-8."
+        ) from None
+    except csv.Error as exc:
+        raise DatasetError(f"{path} line {reader.line_num} is not valid CSV: {exc}.") from None

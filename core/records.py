@@ -1,0 +1,97 @@
+"""The records that flow between pipeline stages, and the row-failure record.
+
+Plain slotted dataclasses: cheap to create per row and picklable by Beam's coders.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "GeneratedRow",
+    "InferenceInfo",
+    "InputRow",
+    "Phase",
+    "RowFailure",
+    "ScoredRow",
+    "item_json",
+]
+
+Phase = Literal["input", "sample_generation", "scoring"]
+Item = dict[str, Any]
+
+
+@dataclass(slots=True)
+class RowFailure:
+    """Why a row failed: the phase, the first failing metric (scoring only), and messages."""
+
+    phase: Phase
+    messages: list[str]
+    metric: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Every message, separated by ``; `` (CONTRACT.md)."""
+        return "; ".join(self.messages)
+
+
+@dataclass(slots=True)
+class InputRow:
+    """A dataset row with its stable position; ``item`` is None when it failed to parse."""
+
+    row_index: int
+    item: Item | None
+    raw: str | None = None
+    failure: RowFailure | None = None
+
+
+@dataclass(slots=True)
+class InferenceInfo:
+    """What the endpoint call cost and returned, recorded per row in ``rows/``."""
+
+    latency_s: float | None = None
+    attempts: int | None = None
+    http_status: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    request_hash: str | None = None
+
+
+@dataclass(slots=True)
+class GeneratedRow:
+    """A row after sample generation (or offline pass-through)."""
+
+    row_index: int
+    item: Item | None
+    sample: dict[str, Any]
+    raw: str | None = None
+    failure: RowFailure | None = None
+    inference: InferenceInfo | None = None
+
+
+@dataclass(slots=True)
+class ScoredRow:
+    """A row with every per-row score (NaN where it failed), ready to write."""
+
+    row_index: int
+    item_json: str
+    output_text: str | None
+    scores: dict[str, float]
+    failure: RowFailure | None = None
+    inference: InferenceInfo = field(default_factory=InferenceInfo)
+    labels: dict[str, str] = field(default_factory=dict)
+    corpus_stats: dict[str, list[float]] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed on this row."""
+        return self.failure is None
+
+
+def item_json(item: Item | None, raw: str | None) -> str:
+    """The row as a JSON string for outputs; unparseable rows keep their raw text."""
+    if item is None:
+        return raw if raw is not None else ""
+    return json.dumps(item, ensure_ascii=False, default=str)

@@ -1,0 +1,45 @@
+"""The evaluation graph: read -> generate (or pass through) -> score -> write + summarise."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from core.scoring import RowScorer
+from pipeline.config import EvalConfig
+from transforms.aggregate import SummarizeRun
+from transforms.generate import GenerateSamples, passthrough_offline
+from transforms.read import ReadRows
+from transforms.score import ERRORS, ScoreRows
+from transforms.write import WriteErrors, WriteRows, WriteSummary
+
+__all__ = ["build_graph"]
+
+
+def build_graph(
+    pipeline: beam.Pipeline,
+    config: EvalConfig,
+    paths: list[str],
+    output: str,
+    limit: int | None,
+) -> None:
+    """Add the whole evaluation to ``pipeline``.
+
+    Args:
+        pipeline: the Beam pipeline to extend.
+        config: the validated evaluation config.
+        paths: the dataset files, sorted.
+        output: the output directory.
+        limit: evaluate only rows with ``row_index < limit``.
+    """
+    scorer = RowScorer(config.metrics)
+    rows = pipeline | "ReadRows" >> ReadRows(paths, config.dataset.format, limit)
+    if config.target is not None:
+        generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config))
+    else:
+        generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
+    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(
+        ERRORS, main="rows"
+    )
+    _ = scored.rows | "WriteRows" >> WriteRows(output, scorer.score_names, scorer.label_names)
+    _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(output)
+    _ = scored.rows | "SummarizeRun" >> SummarizeRun() | "WriteSummary" >> WriteSummary(output)

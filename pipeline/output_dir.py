@@ -1,0 +1,44 @@
+"""The output directory: refuse to mix runs, clear on --overwrite, fail early if unwritable."""
+
+from __future__ import annotations
+
+from apache_beam.io.filesystems import FileSystems
+
+from core.errors import OutputError
+
+__all__ = ["OUTPUT_ENTRIES", "prepare_output"]
+
+OUTPUT_ENTRIES = ("results.json", "_summary.json", "rows", "errors")
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Make ``output`` ready for a new run.
+
+    Raises:
+        OutputError: it already holds outputs and ``overwrite`` is False, or it cannot be written.
+    """
+    existing = [
+        name
+        for name in OUTPUT_ENTRIES
+        if FileSystems.match([FileSystems.join(output, name) + "*"])[0].metadata_list
+    ]
+    if existing and not overwrite:
+        raise OutputError(
+            f"output directory {output!r} already holds outputs ({', '.join(existing)}); "
+            "pass --overwrite to replace them or choose another --output."
+        )
+    try:
+        for name in existing:
+            paths = [m.path for m in FileSystems.match([FileSystems.join(output, name) + "*"])[0].metadata_list]
+            FileSystems.delete(paths)
+        FileSystems.mkdirs(output) if not FileSystems.exists(output) else None
+        probe = FileSystems.join(output, ".write-probe")
+        with FileSystems.create(probe) as handle:
+            handle.write(b"ok")
+        FileSystems.delete([probe])
+    except OutputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
+        raise OutputError(
+            f"cannot write to output directory {output!r}: {exc}; check the path and its permissions."
+        ) from None

@@ -1,0 +1,100 @@
+"""Checks run before the pipeline starts, so a misconfigured run fails in seconds.
+
+The dataset's first file must open and parse, the templates must render against its first
+row, and the endpoint must accept a TCP connection. Nothing here sends a paid request.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+from urllib.parse import urlparse
+
+from apache_beam.io.filesystems import FileSystems
+
+from core.errors import DatasetError, EndpointError, EvaluatorError
+from core.formats import (
+    detect_format,
+    iter_records,
+    parquet_row_group_sizes,
+    read_parquet_row_group,
+)
+from core.records import GeneratedRow
+from core.scoring import RowScorer
+from core.templates import Template
+from pipeline.config import EvalConfig
+
+__all__ = ["preflight"]
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def preflight(config: EvalConfig, paths: list[str]) -> None:
+    """Validate what can be validated without running the evaluation.
+
+    Raises:
+        DatasetError: the first file cannot be read.
+        TemplateError: a template fails on the first row (strict mode only; a warning otherwise).
+        EndpointError: the endpoint's host and port refuse connections.
+    """
+    first = _first_row(paths[0], config.dataset.format)
+    scorer = RowScorer(config.metrics)  # compiles every metric template
+    if first is not None:
+        try:
+            _render_first_row(config, scorer, first)
+        except EvaluatorError as exc:
+            if not config.params.ignore_request_failure:
+                raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
+            print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
+    if config.target is not None:
+        endpoint = config.target.model or config.target.agent
+        assert endpoint is not None
+        _check_reachable(endpoint.url)
+
+
+def _first_row(path: str, configured_format: str) -> dict[str, Any] | None:
+    fmt = detect_format(path, configured_format)
+    try:
+        with FileSystems.open(path) as stream:
+            if fmt == "parquet":
+                if not parquet_row_group_sizes(stream):
+                    return None
+                rows = read_parquet_row_group(stream, 0)
+                return rows[0] if rows else None
+            for item, _raw, _error in iter_records(stream, path, fmt):
+                return item
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow and file systems raise many types
+        raise DatasetError(f"cannot read dataset file {path!r}: {type(exc).__name__}: {exc}") from None
+    return None
+
+
+def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any]) -> None:
+    if config.target is not None:
+        if config.prompt_template is not None:
+            Template(config.prompt_template, "prompt_template").render({**item, "item": item})
+        return
+    scored = scorer.score(GeneratedRow(0, item, {}))
+    if scored.failure is not None:
+        raise EvaluatorError(scored.failure.text)
+
+
+def _check_reachable(url: str) -> None:
+    parsed = urlparse(url)
+    host = parsed.hostname or ""
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return
+    except ConnectionRefusedError:
+        cause = "the connection was refused (nothing is listening there)"
+    except TimeoutError:
+        cause = f"no answer within {CONNECT_TIMEOUT_S:.0f} s"
+    except OSError as exc:
+        cause = exc.strerror or str(exc)
+    raise EndpointError(
+        f"preflight: cannot reach the endpoint at {host}:{port}: {cause}.",
+        hint="Start the server or fix target.url; pass --skip_preflight if it is only reachable from the workers.",
+    )

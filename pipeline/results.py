@@ -1,0 +1,67 @@
+"""results.json: built from the run summary, written last and atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+
+from core.scoring import RowScorer
+from stats.corpus import corpus_result
+
+__all__ = ["RESULTS_FILE", "build_results", "read_json", "write_json_atomically"]
+
+RESULTS_FILE = "results.json"
+
+
+def build_results(
+    summary: dict[str, Any],
+    scorer: RowScorer,
+    config_dump: dict[str, Any],
+    run_info: dict[str, Any],
+) -> dict[str, Any]:
+    """The contract's results document: status, counts, aggregate scores, usage, config."""
+    scores = [summary["scores"][name] for name in scorer.score_names if name in summary["scores"]]
+    for key, metric in scorer.metrics:
+        names = metric.corpus_output_names()
+        if not names:
+            continue
+        totals = summary["corpus"].get(key)
+        values = metric.corpus_score(totals) if totals else {}
+        scores.extend(corpus_result(f"{key}.{name}", values.get(name, float("nan"))) for name in names)
+    return {
+        "status": "completed",
+        "counts": summary["counts"],
+        "aggregate_scores": {"scores": scores},
+        "usage": summary["usage"],
+        "run": run_info,
+        "config": config_dump,
+    }
+
+
+def read_json(path: str) -> Any:
+    """Read a JSON file from any Beam file system."""
+    with FileSystems.open(path) as handle:
+        return json.loads(handle.read().decode("utf-8"))
+
+
+def write_json_atomically(path: str, data: Any) -> None:
+    """Write JSON so that a reader never sees a partial file.
+
+    Local files are renamed into place; object stores make a finished upload visible
+    atomically, so a plain create is enough there.
+    """
+    payload = json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+    if "://" in path:
+        with FileSystems.create(path) as handle:
+            handle.write(payload)
+        return
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(payload)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)

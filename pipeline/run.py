@@ -1,0 +1,136 @@
+"""``python -m pipeline.run``: validate, preflight, run the Beam pipeline, write results.json.
+
+Every failure a user can cause ends here as one paragraph on stderr and a non-zero exit
+code; ``--debug`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from core.errors import EvaluatorError
+from core.scoring import RowScorer
+from pipeline.config import EvalConfig, load_config
+from pipeline.graph import build_graph
+from pipeline.options import EvalOptions
+from pipeline.output_dir import prepare_output
+from pipeline.preflight import preflight
+from pipeline.report import format_summary_table, unwrap_pipeline_error
+from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from transforms.read import list_dataset_files
+from transforms.write import SUMMARY_FILE
+
+__all__ = ["RunFailed", "main", "run"]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class RunFailed(EvaluatorError):
+    """Strict mode: a row failed, so the run is not reported as complete."""
+
+
+def run(argv: list[str]) -> dict[str, Any]:
+    """Run one evaluation; return the results document.
+
+    Raises:
+        EvaluatorError: anything a user can fix (config, data, endpoint, output, failed rows).
+    """
+    options = PipelineOptions(argv)
+    flags = options.view_as(EvalOptions)
+    if not flags.config or not flags.output:
+        raise EvaluatorError(
+            "both --config and --output are required: "
+            "python -m pipeline.run --config EVAL.yaml --output OUT_DIR [--limit N] [Beam options]."
+        )
+    config = load_config(flags.config)
+    limit = flags.limit if flags.limit is not None else config.params.limit_samples
+    if limit is not None and limit < 1:
+        raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
+    paths = list_dataset_files(config.dataset.path)
+    if not flags.skip_preflight:
+        preflight(config, paths)
+    prepare_output(flags.output, flags.overwrite)
+
+    started = time.time()
+    runner = None if options.view_as(StandardOptions).runner else _local_runner()
+    with beam.Pipeline(runner=runner, options=options) as pipeline:
+        build_graph(pipeline, config, paths, flags.output, limit)
+    summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
+    run_info = {
+        "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
+        "wall_time_s": round(time.time() - started, 3),
+        "dataset_files": len(paths),
+    }
+    results = build_results(summary, RowScorer(config.metrics), config.public_dump(), run_info)
+    _fail_if_strict(config, summary)
+    write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
+    return results
+
+
+def _local_runner() -> beam.runners.PipelineRunner:
+    """The FnApiRunner: Beam's local engine, which never tries to download Prism."""
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    return FnApiRunner()
+
+
+def _fail_if_strict(config: EvalConfig, summary: dict[str, Any]) -> None:
+    first = summary["first_failure"]
+    if first is None or config.params.ignore_request_failure:
+        return
+    counts = summary["counts"]
+    where = {"input": "reading the dataset", "sample_generation": "sample generation", "scoring": "scoring"}
+    metric = f" for metric '{first['metric']}'" if first["metric"] else ""
+    raise RunFailed(
+        f"evaluation failed during {where.get(first['phase'], first['phase'])}{metric} on row "
+        f"{first['row_index']}: {first['message']} ({counts['errors']} of {counts['rows']} rows failed; "
+        "rows/ and errors/ hold every row, results.json was not written).",
+        hint="Fix the cause, or set params.ignore_request_failure: true to record failed rows as NaN "
+        "and complete the run.",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    logging.basicConfig(level=logging.INFO if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not debug:
+        logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    try:
+        results = run(argv)
+    except RunFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except EvaluatorError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no raw tracebacks
+        if debug:
+            raise
+        known = unwrap_pipeline_error(exc)
+        if known is not None:
+            print(f"error: {known}", file=sys.stderr)
+            return EXIT_FAILED
+        print(
+            f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
+            "Rerun with --debug for the full traceback and report it if the cause is not in your config or data.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    print(format_summary_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Install the evaluator (also what Dataflow workers install via --setup_file ./setup.py)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="beam-llm-evaluator",
+    version="0.1.0",
+    description="LLM evaluation pipeline on Apache Beam: prompts, inference, metrics, aggregate statistics.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["core*", "inference*", "metrics*", "pipeline*", "stats*", "testserver*", "transforms*"]),
+    install_requires=[
+        "apache-beam==2.77.0",
+        "httpx>=0.27,<1",
+        "openai>=1.40",
+        "pydantic>=2.7,<3",
+        "jinja2>=3.1",
+        "pyyaml>=6",
+        "pyarrow>=14,<26",
+        "sacrebleu>=2.4,<3",
+        "rouge-score==0.1.2",
+        "nltk>=3.8",
+        "jsonpath-ng>=1.6",
+        "jsonschema>=4",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
+        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "mypy>=1.10"],
+        "gcp": ["apache-beam[gcp]==2.77.0"],
+        "aws": ["apache-beam[aws]==2.77.0"],
+    },
+)

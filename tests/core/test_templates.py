@@ -1,0 +1,76 @@
+import pytest
+
+from core.errors import TemplateError
+from core.templates import Template, metric_context, render_text
+
+
+def render(source, item, sample=None):
+    return Template(source, "t").render(metric_context(item, sample or {}))
+
+
+def test_single_expression_keeps_native_types():
+    item = {"a": 1, "b": [1, 2], "c": {"x": 1}}
+    assert render("{{ item.a }}", item) == 1
+    assert render("{{item.b}}", item) == [1, 2]
+    assert render("  {{ item.c }} ", item) == {"x": 1}
+
+
+def test_other_strings_render_text():
+    assert render("Q: {{ item.a }}", {"a": 1}) == "Q: 1"
+    assert render("{% if item.a %}yes{% endif %}", {"a": 1}) == "yes"
+
+
+def test_tojson_decodes_back():
+    assert render("{{ item.b | tojson }}", {"b": [1, {"k": "v"}]}) == [1, {"k": "v"}]
+    assert render("{{ item.s | tojson }}", {"s": "plain"}) == "plain"
+    assert render('{"q": {{ item.s | tojson }}}', {"s": "x"}) == {"q": "x"}
+
+
+def test_dict_and_list_templates_render_recursively_and_constants_pass_through():
+    source = {"messages": [{"role": "user", "content": "{{ item.q }}"}], "n": 3}
+    assert render(source, {"q": "hi"}) == {"messages": [{"role": "user", "content": "hi"}], "n": 3}
+    assert Template("constant", "t").is_constant
+
+
+def test_bare_names_and_sample_override_item():
+    assert render("{{ question }}", {"question": "q1"}) == "q1"
+    assert render("{{ output_text }}", {"output_text": "from item"}, {"output_text": "from sample"}) == "from sample"
+
+
+def test_missing_field_names_the_field_and_available_keys():
+    with pytest.raises(TemplateError) as info:
+        Template("{{ item.answr }}", "reference").render(metric_context({"answer": 1, "id": 2}, {"output_text": "x"}))
+    message = str(info.value)
+    assert "'answr'" in message and "'reference'" in message
+    assert "item keys: ['answer', 'id']" in message and "sample keys: ['output_text']" in message
+
+
+def test_sandbox_blocks_python_internals():
+    with pytest.raises(TemplateError, match="sandbox"):
+        render("{{ item.__class__.__mro__ }}", {"a": 1})
+    with pytest.raises(TemplateError, match="sandbox"):
+        render("{{ ''.__class__.__mro__[1].__subclasses__() }}", {})
+
+
+def test_template_syntax_in_data_is_data():
+    payload = "{{ ''.__class__.__mro__ }}"
+    assert render("Q: {{ item.q }}", {"q": payload}) == f"Q: {payload}"
+    assert render("{{ item.q }}", {"q": payload}) == payload
+
+
+def test_syntax_error_is_reported_at_compile_time():
+    with pytest.raises(TemplateError, match="syntax error at line 1"):
+        Template("{{ item.q ", "prompt_template")
+
+
+def test_render_text_accepts_numbers_and_rejects_structures():
+    ctx = metric_context({"n": 42, "f": 1.5, "l": [1]}, {})
+    assert render_text(Template("{{ item.n }}", "reference"), ctx, "reference") == "42"
+    assert render_text(Template("{{ item.f }}", "reference"), ctx, "reference") == "1.5"
+    with pytest.raises(TemplateError, match="the reference must be text.*list"):
+        render_text(Template("{{ item.l }}", "reference"), ctx, "reference")
+
+
+def test_tojson_in_text_template_must_produce_json():
+    with pytest.raises(TemplateError, match="must be JSON"):
+        render("value: {{ item.s | tojson }}", {"s": "x"})

@@ -1,0 +1,1 @@
+"""The Beam transforms, one stage per module: read, generate, score, aggregate, write."""

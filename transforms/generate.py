@@ -1,0 +1,137 @@
+"""GenerateSamples: render each row's prompt and call the target through the shared engine.
+
+The DoFn hands requests to the worker process's ``InferenceEngine`` (one event loop, one
+connection pool and one concurrency limit per process, shared by every DoFn instance and
+thread) and emits results as they complete; ``finish_bundle`` waits for the rest. Each
+request is retried on its own inside the engine and a final failure becomes a failed row,
+so a Beam bundle retry never re-sends requests that already succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from core.errors import EvaluatorError
+from core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
+from core.templates import Template
+from inference.engine import InferenceEngine, Outcome
+from inference.targets import make_handler
+from pipeline.config import EvalConfig
+
+__all__ = ["GenerateSamples", "passthrough_offline"]
+
+NAMESPACE = "evaluator"
+_GENERATION_HINT = (
+    "Check the endpoint, credentials, request_timeout and max_retries, or set "
+    "params.ignore_request_failure: true to record failed rows as NaN."
+)
+
+
+def passthrough_offline(row: InputRow) -> GeneratedRow:
+    """Offline runs have no target: the sample is empty and metrics read the row itself."""
+    return GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure)
+
+
+class GenerateSamples(beam.DoFn):
+    """Render the prompt, call the target, and emit a GeneratedRow per input row."""
+
+    def __init__(self, config: EvalConfig) -> None:
+        self._config = config
+
+    def setup(self) -> None:
+        config = self._config
+        assert config.target is not None, "GenerateSamples needs a target"
+        key_env = (config.target.model or config.target.agent).api_key_env  # type: ignore[union-attr]
+        self._handler = make_handler(config.target, config.params, os.environ.get(key_env) if key_env else None)
+        self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
+        params = config.params
+        self._engine = InferenceEngine.shared(
+            self._handler, params.parallelism, params.max_retries, params.request_timeout
+        )
+        # Keep a few requests queued per slot so the engine never waits for the DoFn.
+        self._max_pending = 2 * params.parallelism
+        self._requests = Metrics.counter(NAMESPACE, "requests")
+        self._retries = Metrics.counter(NAMESPACE, "retries")
+        self._generated = Metrics.counter(NAMESPACE, "rows_generated")
+        self._failed = Metrics.counter(NAMESPACE, "rows_generation_failed")
+        self._latency = Metrics.distribution(NAMESPACE, "latency_ms")
+        self._failures_by_class: dict[str, Any] = {}
+
+    def start_bundle(self) -> None:
+        self._done: queue.SimpleQueue[tuple[InputRow, Outcome]] = queue.SimpleQueue()
+        self._in_flight = 0
+
+    def process(self, row: InputRow) -> Iterator[GeneratedRow]:
+        if row.failure is not None or row.item is None:
+            yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure)
+            return
+        try:
+            rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
+            prepared = self._handler.prepare(rendered)
+        except EvaluatorError as exc:
+            yield self._failed_row(row, f"row {row.row_index}: {exc}")
+            return
+        future = self._engine.submit(prepared, self._handler)
+        self._in_flight += 1
+        future.add_done_callback(lambda f, r=row: self._done.put((r, _result(f))))
+        yield from self._drain(block=self._in_flight >= self._max_pending)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for generated in self._drain(block=True, until_empty=True):
+            yield WindowedValue(generated, GlobalWindow().max_timestamp(), (GlobalWindow(),))
+
+    def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
+        """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""
+        while self._in_flight:
+            try:
+                row, outcome = self._done.get(block=block or until_empty)
+            except queue.Empty:
+                break
+            self._in_flight -= 1
+            block = False
+            yield self._generated_row(row, outcome)
+        self._report_counters()
+
+    def _generated_row(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
+        info = InferenceInfo(
+            latency_s=outcome.latency_s,
+            attempts=outcome.attempts,
+            http_status=outcome.status,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            request_hash=outcome.request_hash,
+        )
+        self._latency.update(int(outcome.latency_s * 1000))
+        if outcome.error is not None or outcome.sample is None:
+            message = outcome.error.message if outcome.error else "no answer"
+            return self._failed_row(row, f"row {row.row_index} failed inference: {message}", info)
+        self._generated.inc()
+        return GeneratedRow(row.row_index, row.item, outcome.sample, inference=info)
+
+    def _failed_row(self, row: InputRow, message: str, info: InferenceInfo | None = None) -> GeneratedRow:
+        self._failed.inc()
+        failure = RowFailure("sample_generation", [message])
+        return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info)
+
+    def _report_counters(self) -> None:
+        """Copy the engine's counters into Beam metrics from the bundle's own thread."""
+        counters = self._engine.snapshot_counters()
+        self._requests.inc(counters.get("requests", 0))
+        self._retries.inc(counters.get("retries", 0))
+        for failure_class, count in counters.get("failures", {}).items():
+            if failure_class not in self._failures_by_class:
+                self._failures_by_class[failure_class] = Metrics.counter(NAMESPACE, f"failures_{failure_class}")
+            self._failures_by_class[failure_class].inc(count)
+
+
+def _result(future: Future[Outcome]) -> Outcome:
+    return future.result()

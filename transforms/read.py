@@ -1,0 +1,114 @@
+"""ReadRows: dataset files -> InputRow with a stable ``row_index``.
+
+Files are listed and sorted by path, then planned into splits (a whole JSONL/CSV file,
+or one Parquet row group) whose record counts are measured in the pipeline. A split's
+first ``row_index`` is the number of records in every split before it, so indices are
+the rows' positions in the dataset on every runner and worker count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from core.errors import DatasetError
+from core.formats import (
+    count_records,
+    detect_format,
+    iter_records,
+    parquet_row_group_sizes,
+    read_parquet_row_group,
+)
+from core.records import InputRow, RowFailure
+
+__all__ = ["ReadRows", "list_dataset_files"]
+
+
+class Split(NamedTuple):
+    """A unit of reading: a whole file (``group`` -1) or one Parquet row group."""
+
+    path: str
+    fmt: str
+    group: int
+    rows: int
+
+
+def list_dataset_files(pattern: str) -> list[str]:
+    """The files matching a path or glob, sorted, on any Beam file system.
+
+    Raises:
+        DatasetError: nothing matches, or the file system is unavailable.
+    """
+    try:
+        matches = FileSystems.match([pattern])[0].metadata_list
+    except ValueError as exc:  # unknown scheme: the Beam extra is missing
+        raise DatasetError(
+            f"cannot read {pattern!r}: {exc}. For gs:// install the [gcp] extra, for s3:// the [aws] extra."
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - Beam wraps every listing failure differently
+        raise DatasetError(f"cannot list dataset path {pattern!r}: {exc}") from None
+    paths = sorted(m.path for m in matches if not m.path.endswith("/"))
+    if not paths:
+        raise DatasetError(f"dataset path {pattern!r} matches no files; check dataset.path.")
+    return paths
+
+
+def plan_splits(path: str, configured_format: str) -> Iterator[Split]:
+    """Measure one file: its Parquet row groups, or its whole record count."""
+    fmt = detect_format(path, configured_format)
+    with FileSystems.open(path) as stream:
+        if fmt == "parquet":
+            for group, rows in enumerate(parquet_row_group_sizes(stream)):
+                yield Split(path, fmt, group, rows)
+        else:
+            yield Split(path, fmt, -1, count_records(stream, path, fmt))
+
+
+def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
+    """Yield the split's rows with their dataset positions, stopping at ``limit``."""
+    offset = sum(s.rows for s in all_splits if (s.path, s.group) < (split.path, split.group))
+    if limit is not None and offset >= limit:
+        return
+    stop = split.rows if limit is None else min(split.rows, limit - offset)
+    with FileSystems.open(split.path) as stream:
+        if split.fmt == "parquet":
+            for position, item in enumerate(read_parquet_row_group(stream, split.group)[:stop]):
+                yield InputRow(offset + position, item)
+            return
+        for position, (item, raw, error) in enumerate(iter_records(stream, split.path, split.fmt)):
+            if position >= stop:
+                return
+            failure = RowFailure("input", [error]) if error else None
+            yield InputRow(offset + position, item, raw, failure)
+
+
+class ReadRows(beam.PTransform):
+    """Read every row of the dataset files, each exactly once, with its ``row_index``.
+
+    Args:
+        paths: the files to read (from ``list_dataset_files``).
+        fmt: the configured format (``auto`` picks by extension).
+        limit: keep only rows with ``row_index < limit``.
+    """
+
+    def __init__(self, paths: list[str], fmt: str, limit: int | None) -> None:
+        super().__init__()
+        self._paths = paths
+        self._fmt = fmt
+        self._limit = limit
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[InputRow]:
+        splits = (
+            pbegin
+            | "ListFiles" >> beam.Create(self._paths)
+            | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
+        )
+        return (
+            splits
+            | "Distribute" >> beam.Reshuffle()
+            | "ReadSplits"
+            >> beam.FlatMap(read_split, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
+        )

@@ -1,0 +1,107 @@
+"""WriteOutputs: shard ``rows/`` (Parquet) and ``errors/`` (JSONL) with Beam's writers,
+and leave the run summary where the driver can read it back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from core.records import ScoredRow
+
+__all__ = ["SUMMARY_FILE", "WriteErrors", "WriteRows", "WriteSummary", "rows_schema"]
+
+SUMMARY_FILE = "_summary.json"
+
+_INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("latency_ms", pa.float64()),
+    ("attempts", pa.int64()),
+    ("http_status", pa.int64()),
+    ("prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()),
+    ("request_hash", pa.string()),
+]
+
+
+def rows_schema(score_names: list[str], label_names: list[str]) -> pa.Schema:
+    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts."""
+    fields = [
+        pa.field("row_index", pa.int64(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("item", pa.string()),
+        pa.field("output_text", pa.string()),
+        *(pa.field(name, pa.float64()) for name in score_names),
+        *(pa.field(name, pa.string()) for name in label_names),
+        pa.field("error", pa.string()),
+        *(pa.field(name, kind) for name, kind in _INFERENCE_COLUMNS),
+    ]
+    return pa.schema(fields)
+
+
+def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
+    """A ScoredRow as a ``rows/`` record."""
+    info = row.inference
+    record: dict[str, Any] = {
+        "row_index": row.row_index,
+        "status": "ok" if row.failure is None else "error",
+        "item": row.item_json,
+        "output_text": row.output_text,
+        **row.scores,
+        "error": None if row.failure is None else row.failure.text,
+        "latency_ms": None if info.latency_s is None else info.latency_s * 1000.0,
+        "attempts": info.attempts,
+        "http_status": info.http_status,
+        "prompt_tokens": info.prompt_tokens,
+        "completion_tokens": info.completion_tokens,
+        "request_hash": info.request_hash,
+    }
+    for name in label_names:
+        record[name] = row.labels.get(name)
+    return record
+
+
+class WriteRows(beam.PTransform):
+    """Write every scored row to ``<output>/rows/`` as Parquet shards."""
+
+    def __init__(self, output: str, score_names: list[str], label_names: list[str]) -> None:
+        super().__init__()
+        self._prefix = FileSystems.join(output, "rows", "rows")
+        self._schema = rows_schema(score_names, label_names)
+        self._label_names = label_names
+
+    def expand(self, rows: beam.PCollection[ScoredRow]) -> Any:
+        return (
+            rows
+            | "ToRecords" >> beam.Map(row_record, self._label_names)
+            | "Parquet" >> beam.io.WriteToParquet(self._prefix, self._schema, file_name_suffix=".parquet")
+        )
+
+
+class WriteErrors(beam.PTransform):
+    """Write one JSON line per failed row to ``<output>/errors/``."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self._prefix = FileSystems.join(output, "errors", "errors")
+
+    def expand(self, records: beam.PCollection[str]) -> Any:
+        return records | "Jsonl" >> beam.io.WriteToText(self._prefix, file_name_suffix=".jsonl")
+
+
+def _write_summary(summary: dict[str, Any], path: str) -> None:
+    with FileSystems.create(path) as handle:
+        handle.write(json.dumps(summary).encode("utf-8"))
+
+
+class WriteSummary(beam.PTransform):
+    """Write the run summary to ``<output>/_summary.json`` for the driver to finish from."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self._path = FileSystems.join(output, SUMMARY_FILE)
+
+    def expand(self, summary: beam.PCollection[dict[str, Any]]) -> Any:
+        return summary | "Json" >> beam.Map(_write_summary, self._path)
