@@ -40,8 +40,7 @@ def detect_format(path: str, configured: str) -> str:
         if name.endswith(extension):
             return fmt
     raise DatasetError(
-        f"cannot tell the format of {path!r} from its extension; "
-        f"set dataset.format to one of {', '.join(FORMATS)}."
+        f"cannot tell the format of {path!r} from its extension; set dataset.format to one of {', '.join(FORMATS)}."
     )
 
 
@@ -85,9 +84,10 @@ def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield None, line.decode("utf-8", "replace").rstrip("\r\n"), (
-                f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); "
-                "re-encode the file as UTF-8."
+            yield (
+                None,
+                line.decode("utf-8", "replace").rstrip("\r\n"),
+                (f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8."),
             )
             continue
         yield _json_object(text, f"{path} line {line_number}")
@@ -97,9 +97,17 @@ def _json_object(text: str, where: str) -> Record:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        return None, text.rstrip("\r\n"), f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); fix or remove the line."
+        return (
+            None,
+            text.rstrip("\r\n"),
+            f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); fix or remove the line.",
+        )
     if not isinstance(value, dict):
-        return None, text.rstrip("\r\n"), f"{where} is a JSON {type(value).__name__}, but each row must be a JSON object."
+        return (
+            None,
+            text.rstrip("\r\n"),
+            f"{where} is a JSON {type(value).__name__}, but each row must be a JSON object.",
+        )
     return value, None, None
 
 
@@ -112,8 +120,10 @@ def _iter_json_array(data: bytes, path: str) -> Iterator[Record]:
         if isinstance(value, dict):
             yield value, None, None
         else:
-            yield None, json.dumps(value), (
-                f"{path} element {position} is a JSON {type(value).__name__}, but each row must be an object."
+            yield (
+                None,
+                json.dumps(value),
+                (f"{path} element {position} is a JSON {type(value).__name__}, but each row must be an object."),
             )
 
 
@@ -129,9 +139,13 @@ def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
                 continue
             if len(cells) != len(header):
                 raw = ",".join(cells)
-                yield None, raw, (
-                    f"{path} line {reader.line_num} has {len(cells)} fields but the header has "
-                    f"{len(header)}; fix the row (quote fields that contain commas)."
+                yield (
+                    None,
+                    raw,
+                    (
+                        f"{path} line {reader.line_num} has {len(cells)} fields but the header has "
+                        f"{len(header)}; fix the row (quote fields that contain commas)."
+                    ),
                 )
                 continue
             yield dict(zip(header, cells, strict=True)), None, None

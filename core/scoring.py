@@ -41,9 +41,7 @@ class RowScorer:
         ]
         self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
         self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
-        self.corpus_names = [
-            f"{key}.{name}" for key, metric in self.metrics for name in metric.corpus_output_names()
-        ]
+        self.corpus_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.corpus_output_names()]
         self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:
@@ -69,9 +67,7 @@ class RowScorer:
             corpus_stats=corpus,
         )
 
-    def _score_metrics(
-        self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]
-    ) -> RowFailure | None:
+    def _score_metrics(self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]) -> RowFailure | None:
         failure: RowFailure | None = None
         for key, metric in self.metrics:
             try:

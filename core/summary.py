@@ -90,7 +90,9 @@ class RunSummary:
                 merged.labels.setdefault(name, Counter()).update(counts)
             for key, stats in part.corpus.items():
                 total = merged.corpus.get(key)
-                merged.corpus[key] = list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
+                merged.corpus[key] = (
+                    list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
+                )
             failure = part.first_failure
             if failure is not None and (
                 merged.first_failure is None or failure.row_index < merged.first_failure.row_index
@@ -111,7 +113,9 @@ class RunSummary:
             "scores": {name: score_result(acc, name) for name, acc in self.scores.items()},
             "labels": {name: dict(counts) for name, counts in self.labels.items()},
             "corpus": self.corpus,
-            "first_failure": None if self.first_failure is None else {
+            "first_failure": None
+            if self.first_failure is None
+            else {
                 "row_index": self.first_failure.row_index,
                 "phase": self.first_failure.phase,
                 "metric": self.first_failure.metric,
@@ -122,9 +126,7 @@ class RunSummary:
                 "attempts": self.attempts,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
-                "latency_ms": {
-                    key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")
-                },
+                "latency_ms": {key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")},
             },
         }
 

@@ -68,9 +68,7 @@ class Template:
         except TemplateError:
             raise
         except Exception as exc:  # a filter or test raising on bad data (e.g. tojson on bytes)
-            raise TemplateError(
-                f"template '{self.name}' failed to render: {type(exc).__name__}: {exc}"
-            ) from None
+            raise TemplateError(f"template '{self.name}' failed to render: {type(exc).__name__}: {exc}") from None
 
     @property
     def is_constant(self) -> bool:
@@ -135,9 +133,7 @@ def _compile(source: Any, name: str) -> Any:
             return render_expression
         compiled_template = _ENV.from_string(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(
-            f"template '{name}' has a syntax error at line {exc.lineno}: {exc.message}"
-        ) from None
+        raise TemplateError(f"template '{name}' has a syntax error at line {exc.lineno}: {exc.message}") from None
 
     def render_string(ctx: Mapping[str, Any]) -> Any:
         text = compiled_template.render(ctx)
@@ -183,8 +179,7 @@ def _missing_message(name: str, exc: UndefinedError, context: Mapping[str, Any])
     sample = context.get("sample")
     item_keys = sorted(item) if isinstance(item, Mapping) else []
     parts = [
-        f"template '{name}' references a field the row does not have"
-        + (f": '{missing}'" if missing else f" ({exc})"),
+        f"template '{name}' references a field the row does not have" + (f": '{missing}'" if missing else f" ({exc})"),
         f"item keys: {item_keys}",
     ]
     if isinstance(sample, Mapping):

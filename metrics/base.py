@@ -97,8 +97,8 @@ class Metric(ABC, Generic[ConfigT]):
         """Names of the per-row numeric outputs, in the order they are reported."""
 
     @abstractmethod
-    def score(self, ctx: MetricContext) -> dict[str, float]:
-        """Score one row.
+    def score(self, ctx: MetricContext) -> Mapping[str, float | str]:
+        """Score one row: a float per numeric output, a string per label output.
 
         Raises:
             MetricError: the row cannot be scored.
@@ -168,9 +168,7 @@ def config_model(type_name: str) -> type[MetricConfig]:
     try:
         return _REGISTRY[type_name].config_class
     except KeyError:
-        raise ConfigError(
-            f"unknown metric type {type_name!r}; valid types are: {', '.join(metric_types())}."
-        ) from None
+        raise ConfigError(f"unknown metric type {type_name!r}; valid types are: {', '.join(metric_types())}.") from None
 
 
 def resolve(config: MetricConfig) -> Metric[Any]:

@@ -1,3 +1,11 @@
 """Imports every built-in metric module so that each registers itself."""
 
-from metrics import exact_match  # noqa: F401
+from metrics import (  # noqa: F401
+    bleu,
+    exact_match,
+    f1,
+    number_check,
+    rouge,
+    string_check,
+    tool_calling,
+)

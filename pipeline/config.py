@@ -58,8 +58,7 @@ def _check_url(url: str) -> str:
 def _check_env_name(name: str | None) -> str | None:
     if name is not None and not _ENV_NAME.match(name):
         raise ValueError(
-            "must be the NAME of an environment variable holding the key (letters, digits, _), "
-            "never the key itself"
+            "must be the NAME of an environment variable holding the key (letters, digits, _), never the key itself"
         )
     return name
 

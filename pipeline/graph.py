@@ -37,9 +37,7 @@ def build_graph(
         generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config))
     else:
         generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
-    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(
-        ERRORS, main="rows"
-    )
+    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(ERRORS, main="rows")
     _ = scored.rows | "WriteRows" >> WriteRows(output, scorer.score_names, scorer.label_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(output)
     _ = scored.rows | "SummarizeRun" >> SummarizeRun() | "WriteSummary" >> WriteSummary(output)

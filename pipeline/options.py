@@ -16,18 +16,26 @@ class EvalOptions(PipelineOptions):
         parser.add_argument("--output", help="output directory (local path or Beam file-system URL)")
         parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
         parser.add_argument(
-            "--overwrite", action="store_true", default=False,
+            "--overwrite",
+            action="store_true",
+            default=False,
             help="replace outputs already in --output",
         )
         parser.add_argument(
-            "--skip_preflight", action="store_true", default=False,
+            "--skip_preflight",
+            action="store_true",
+            default=False,
             help="do not check the dataset, templates and endpoint before starting",
         )
         parser.add_argument(
-            "--debug", action="store_true", default=False,
+            "--debug",
+            action="store_true",
+            default=False,
             help="show Python tracebacks and Beam's logs",
         )
         parser.add_argument(
-            "--progress_interval", type=float, default=10.0,
+            "--progress_interval",
+            type=float,
+            default=10.0,
             help="seconds between progress lines on stderr (0 disables)",
         )

@@ -18,9 +18,7 @@ def prepare_output(output: str, overwrite: bool) -> None:
         OutputError: it already holds outputs and ``overwrite`` is False, or it cannot be written.
     """
     existing = [
-        name
-        for name in OUTPUT_ENTRIES
-        if FileSystems.match([FileSystems.join(output, name) + "*"])[0].metadata_list
+        name for name in OUTPUT_ENTRIES if FileSystems.match([FileSystems.join(output, name) + "*"])[0].metadata_list
     ]
     if existing and not overwrite:
         raise OutputError(

@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         if known is not None:
             print(f"error: {known}", file=sys.stderr)
             return EXIT_FAILED
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
         print(
-            f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
+            f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {first_line}. "
             "Rerun with --debug for the full traceback and report it if the cause is not in your config or data.",
             file=sys.stderr,
         )

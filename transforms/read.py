@@ -101,14 +101,9 @@ class ReadRows(beam.PTransform):
         self._limit = limit
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[InputRow]:
-        splits = (
-            pbegin
-            | "ListFiles" >> beam.Create(self._paths)
-            | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
-        )
+        splits = pbegin | "ListFiles" >> beam.Create(self._paths) | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
         return (
             splits
             | "Distribute" >> beam.Reshuffle()
-            | "ReadSplits"
-            >> beam.FlatMap(read_split, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
+            | "ReadSplits" >> beam.FlatMap(read_split, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
         )

@@ -1,5 +1,7 @@
-"""WriteOutputs: shard ``rows/`` (Parquet) and ``errors/`` (JSONL) with Beam's writers,
-and leave the run summary where the driver can read it back."""
+"""Writers: ``rows/`` as Parquet shards, ``errors/`` as JSONL shards, and the run summary.
+
+Beam's file sinks write shards from the workers; nothing is gathered in the driver.
+"""
 
 from __future__ import annotations
 
