@@ -1,0 +1,71 @@
+"""Request counters of the test server, so tests can assert what a client actually did."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+__all__ = ["Stats"]
+
+
+class Stats:
+    """Counts inference requests (chat, completions, agent); control calls are not counted.
+
+    ``connections`` counts every accepted TCP connection, control ones included.
+
+    ``in_flight`` counts requests admitted past the capacity gate, from the moment
+    their body is read until their answer is handed to the socket, so it includes
+    latency and stall sleeps; requests rejected with 429 for capacity are counted
+    in ``requests`` and ``by_status`` but never in flight. ``peak_in_flight`` is its
+    exact maximum (the server is single-threaded).
+    """
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.connections = 0
+        self.last_request: dict[str, Any] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero the counters; requests still in flight stay counted."""
+        self.requests = 0
+        self.connections = 0
+        self.by_status: Counter[str] = Counter()
+        self.per_prompt: Counter[str] = Counter()
+        self.peak_in_flight = self.in_flight
+        self.last_request = None
+
+    def connected(self) -> None:
+        """Count an accepted TCP connection (keep-alive reuse shows as few connections)."""
+        self.connections += 1
+
+    def arrived(self, prompt: str, record: dict[str, Any]) -> None:
+        """Count an inference request and remember it as the last one."""
+        self.requests += 1
+        self.per_prompt[prompt] += 1
+        self.last_request = record
+
+    def enter(self) -> None:
+        """Mark a request admitted (now in flight)."""
+        self.in_flight += 1
+        if self.in_flight > self.peak_in_flight:
+            self.peak_in_flight = self.in_flight
+
+    def leave(self) -> None:
+        """Mark an admitted request answered (or abandoned)."""
+        self.in_flight -= 1
+
+    def answered(self, status: int | str) -> None:
+        """Count the outcome: an HTTP status, or ``"reset"`` for a dropped connection."""
+        self.by_status[str(status)] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """The JSON answer of ``GET /_stats``."""
+        return {
+            "requests": self.requests,
+            "connections": self.connections,
+            "by_status": dict(self.by_status),
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "per_prompt": dict(self.per_prompt),
+        }
