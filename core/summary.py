@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.records import ScoredRow
-from stats.summary import ScoreAccumulator, merge_accumulators, score_result
+from stats.summary import ScoreAccumulator
+from stats.summary import merge as merge_accumulators
+from stats.summary import result as score_result
 
 __all__ = ["FirstFailure", "RunSummary"]
 
