@@ -7,7 +7,9 @@ setup(
     version="0.1.0",
     description="LLM evaluation pipeline on Apache Beam: prompts, inference, metrics, aggregate statistics.",
     python_requires=">=3.10",
-    packages=find_packages(include=["core*", "inference*", "metrics*", "pipeline*", "stats*", "testserver*", "transforms*"]),
+    packages=find_packages(
+        include=["core*", "inference*", "metrics*", "pipeline*", "stats*", "testserver*", "transforms*"]
+    ),
     install_requires=[
         "apache-beam==2.77.0",
         "httpx>=0.27,<1",

@@ -90,6 +90,8 @@ def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
                 (f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8."),
             )
             continue
+        if line_number == 1:
+            text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark
         yield _json_object(text, f"{path} line {line_number}")
 
 
@@ -128,14 +130,27 @@ def _iter_json_array(data: bytes, path: str) -> Iterator[Record]:
 
 
 def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="")
+    # surrogateescape keeps undecodable bytes as lone surrogates, so a bad byte fails its
+    # own row (with its line number) instead of the whole file; utf-8-sig drops a BOM.
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
     reader = csv.reader(text)
     try:
         header = next(reader, None)
         if header is None:
             return
+        if any(_has_bad_bytes(name) for name in header):
+            raise DatasetError(f"{path} line 1 (the header) is not valid UTF-8; re-encode the file as UTF-8.")
         for cells in reader:
             if not cells:
+                continue
+            bad = next((i for i, cell in enumerate(cells) if _has_bad_bytes(cell)), None)
+            if bad is not None:
+                column = f" (column {header[bad]!r})" if bad < len(header) else ""
+                yield (
+                    None,
+                    _printable(",".join(cells)),
+                    f"{path} line {reader.line_num} is not valid UTF-8{column}; re-encode the file as UTF-8.",
+                )
                 continue
             if len(cells) != len(header):
                 raw = ",".join(cells)
@@ -149,9 +164,15 @@ def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
                 )
                 continue
             yield dict(zip(header, cells, strict=True)), None, None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(
-            f"{path} is not valid UTF-8 near line {reader.line_num + 1} (byte {exc.start}); re-encode it as UTF-8."
-        ) from None
     except csv.Error as exc:
         raise DatasetError(f"{path} line {reader.line_num} is not valid CSV: {exc}.") from None
+
+
+def _has_bad_bytes(text: str) -> bool:
+    """True when ``text`` holds bytes that were not UTF-8 (decoded as lone surrogates)."""
+    return any("\udc80" <= char <= "\udcff" for char in text)
+
+
+def _printable(text: str) -> str:
+    """``text`` with undecodable bytes shown as U+FFFD, safe to write as UTF-8."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "EndpointReply",
     "GeneratedRow",
     "InferenceInfo",
     "InputRow",
@@ -20,6 +21,7 @@ __all__ = [
 ]
 
 Phase = Literal["input", "sample_generation", "scoring"]
+ReplyErrorKind = Literal["request", "endpoint"]
 Item = dict[str, Any]
 
 
@@ -60,8 +62,36 @@ class InferenceInfo:
 
 
 @dataclass(slots=True)
+class EndpointReply:
+    """One metric endpoint call of a row (an LLM judge, a remote scorer), for the metric to parse.
+
+    Attributes:
+        sample: the handler's parsed reply (``output_text``, ``response``, …) on success.
+        error: why there is no reply: the message, hint included; None on success.
+        error_kind: ``"request"`` when the request could not be built (a template error:
+            always a row failure), ``"endpoint"`` when the endpoint failed after retries.
+        status: the last HTTP status seen.
+        attempts: HTTP attempts made.
+        latency_s: seconds until the final answer, back-off included.
+        prompt_tokens: from the reply's usage, when reported.
+        completion_tokens: from the reply's usage, when reported.
+        failure_class: the classifier's name for the final failure (``fatal``, …).
+    """
+
+    sample: dict[str, Any] | None = None
+    error: str | None = None
+    error_kind: ReplyErrorKind | None = None
+    status: int | None = None
+    attempts: int = 0
+    latency_s: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    failure_class: str | None = None
+
+
+@dataclass(slots=True)
 class GeneratedRow:
-    """A row after sample generation (or offline pass-through)."""
+    """A row after sample generation (or offline pass-through), with any metric endpoint replies."""
 
     row_index: int
     item: Item | None
@@ -69,6 +99,7 @@ class GeneratedRow:
     raw: str | None = None
     failure: RowFailure | None = None
     inference: InferenceInfo | None = None
+    metric_responses: dict[str, EndpointReply] | None = None
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ class RowScorer:
 
     def __init__(self, configs: Sequence[MetricConfig]) -> None:
         self.metrics: list[tuple[str, Metric[Any]]] = [
-            (key, resolve(config)) for key, config in zip(metric_keys(configs), configs, strict=True)
+            (key, resolve(config, key)) for key, config in zip(metric_keys(configs), configs, strict=True)
         ]
         self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
         self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
@@ -50,7 +50,7 @@ class RowScorer:
         labels: dict[str, str] = {}
         failure = row.failure
         if failure is None and row.item is not None:
-            failure = self._score_metrics(MetricContext(row.item, row.sample), scores, labels)
+            failure = self._score_metrics(MetricContext(row.item, row.sample, row.metric_responses), scores, labels)
         corpus = None
         if failure is None and self._corpus_metrics:
             ctx = MetricContext(row.item or {}, row.sample)

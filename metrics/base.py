@@ -4,26 +4,36 @@ A metric is one module: a frozen pydantic config class (its fields are the confi
 under ``metrics:``) and a ``Metric`` subclass registered with ``@register``. Row metrics
 are plain synchronous functions of (item, sample); corpus metrics additionally reduce
 each row to a fixed-length vector of sufficient statistics that the aggregation sums, so a
-corpus score never needs every row in one place.
+corpus score never needs every row in one place. Endpoint metrics (``EndpointMetric``: the
+LLM judge, remote scorers) get their endpoint's reply from a pipeline stage that runs
+before scoring, so ``score`` never does I/O.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import ConfigError, MetricError
+from core.records import EndpointReply
 from core.templates import Template
+
+if TYPE_CHECKING:  # inference imports pipeline.config, which imports this module
+    from inference.prepared import PreparedRequest
+    from inference.targets.base import TargetHandler
 
 __all__ = [
     "CANDIDATE_DEFAULT",
+    "EndpointMetric",
+    "EndpointSettings",
     "Metric",
     "MetricConfig",
     "MetricContext",
     "config_model",
+    "metric_class",
     "metric_types",
     "register",
     "resolve",
@@ -46,17 +56,24 @@ ConfigT = TypeVar("ConfigT", bound=MetricConfig)
 
 
 class MetricContext:
-    """What a metric sees for one row: the dataset item and the generated sample.
+    """What a metric sees for one row: the dataset item, the generated sample, endpoint replies.
 
     ``template_context`` is built lazily once per row and shared by every template of
-    every metric on that row.
+    every metric on that row. ``responses`` holds the replies of the row's metric endpoint
+    calls (``EndpointMetric``) keyed by metric key; it is None when no endpoint stage ran.
     """
 
-    __slots__ = ("_template_context", "item", "sample")
+    __slots__ = ("_template_context", "item", "responses", "sample")
 
-    def __init__(self, item: Mapping[str, Any], sample: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        item: Mapping[str, Any],
+        sample: Mapping[str, Any],
+        responses: Mapping[str, EndpointReply] | None = None,
+    ) -> None:
         self.item = item
         self.sample = sample
+        self.responses = responses
         self._template_context: dict[str, Any] | None = None
 
     @property
@@ -86,6 +103,8 @@ class Metric(ABC, Generic[ConfigT]):
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config
+        #: the metric's key in the run (``llm-judge``, ``llm-judge_2``); set by ``resolve``.
+        self.key: str = config.type
 
     @property
     def type_name(self) -> str:
@@ -137,6 +156,63 @@ class Metric(ABC, Generic[ConfigT]):
         return MetricError(f"metric '{self.type_name}' has no candidate to score: {cause}.")
 
 
+class EndpointSettings(NamedTuple):
+    """How an endpoint metric's calls are sent: its own engine settings."""
+
+    parallelism: int
+    max_retries: int
+    request_timeout: float | None
+
+
+class EndpointMetric(Metric[ConfigT]):
+    """A metric that calls an endpoint once per row, in two phases, so scoring stays synchronous.
+
+    1. ``transforms.metric_calls.CallMetricEndpoints`` (between generation and scoring)
+       calls ``build_request`` for each row, sends it through the worker's shared
+       ``InferenceEngine`` for ``endpoint_handler()`` with ``endpoint_settings``, and
+       attaches the outcome to the row as an ``EndpointReply`` under the metric key.
+    2. ``score`` reads that reply with ``reply(ctx)`` and parses it.
+
+    ``reply`` raises (a row failure) when no endpoint stage ran or the request could not
+    be built (a template error); a reply whose endpoint failed after retries comes back
+    with ``error`` set, and each metric decides whether that fails the row.
+    """
+
+    @abstractmethod
+    def endpoint_handler(self) -> TargetHandler:
+        """The handler of the metric's endpoint, built once per worker (API key read from the environment)."""
+
+    @property
+    @abstractmethod
+    def endpoint_settings(self) -> EndpointSettings:
+        """Parallelism, retries and per-attempt timeout of the metric's engine."""
+
+    @abstractmethod
+    def build_request(self, ctx: MetricContext) -> PreparedRequest:
+        """The request to send for one row.
+
+        Raises:
+            TemplateError: a template of the metric failed on this row.
+            MetricError: the row cannot give a request.
+        """
+
+    def reply(self, ctx: MetricContext) -> EndpointReply:
+        """This metric's reply for the row.
+
+        Raises:
+            MetricError: no endpoint stage ran, or the request could not be built.
+        """
+        reply = None if ctx.responses is None else ctx.responses.get(self.key)
+        if reply is None:
+            raise MetricError(
+                f"metric '{self.key}' calls an endpoint, but the row has no reply for it; "
+                "the pipeline must run CallMetricEndpoints between generation and scoring."
+            )
+        if reply.error is not None and reply.error_kind == "request":
+            raise MetricError(reply.error)
+        return reply
+
+
 _REGISTRY: dict[str, type[Metric[Any]]] = {}
 
 
@@ -171,10 +247,19 @@ def config_model(type_name: str) -> type[MetricConfig]:
         raise ConfigError(f"unknown metric type {type_name!r}; valid types are: {', '.join(metric_types())}.") from None
 
 
-def resolve(config: MetricConfig) -> Metric[Any]:
-    """Build the runtime metric for a validated config."""
+def metric_class(type_name: str) -> type[Metric[Any]]:
+    """The metric class registered under ``type_name`` (a KeyError when unknown)."""
     _load_builtin_metrics()
-    return _REGISTRY[config.type](config)
+    return _REGISTRY[type_name]
+
+
+def resolve(config: MetricConfig, key: str | None = None) -> Metric[Any]:
+    """Build the runtime metric for a validated config; ``key`` is its metric key in the run."""
+    _load_builtin_metrics()
+    metric = _REGISTRY[config.type](config)
+    if key is not None:
+        metric.key = key
+    return metric
 
 
 def _load_builtin_metrics() -> None:

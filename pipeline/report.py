@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from core.errors import EvaluatorError
 
 __all__ = ["format_summary_table", "unwrap_pipeline_error"]
+
+#: What Beam appends to an exception re-raised from a step.
+_STEP_ANNOTATION = re.compile(r" \[while running '[^']*'\]")
 
 
 def format_summary_table(results: dict[str, Any]) -> str:
@@ -33,7 +37,7 @@ def _number(value: float | None) -> str:
 
 
 def unwrap_pipeline_error(exc: BaseException) -> str | None:
-    """The user-facing message of an EvaluatorError raised inside a Beam worker, if any.
+    """The user-facing message (with its hint) of an EvaluatorError, raised here or in a Beam worker.
 
     Runners re-raise worker exceptions wrapped or re-created with the step name and a
     traceback appended; the original is either in the cause chain or the same type.
@@ -43,6 +47,7 @@ def unwrap_pipeline_error(exc: BaseException) -> str | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, EvaluatorError):
-            return current.message.split("\n")[0].split(" [while running")[0]
+            text = _STEP_ANNOTATION.sub("", str(current))
+            return text.split("\nTraceback")[0].rstrip()
         current = current.__cause__ or current.__context__
     return None

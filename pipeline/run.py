@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import traceback
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from core.errors import EvaluatorError
 from core.scoring import RowScorer
@@ -23,6 +24,7 @@ from pipeline.output_dir import prepare_output
 from pipeline.preflight import preflight
 from pipeline.report import format_summary_table, unwrap_pipeline_error
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from stats.summary import ScoreAccumulator
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 
@@ -57,19 +59,26 @@ def run(argv: list[str]) -> dict[str, Any]:
     paths = list_dataset_files(config.dataset.path)
     if not flags.skip_preflight:
         preflight(config, paths)
-    prepare_output(flags.output, flags.overwrite)
+    dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
+    if not dry_run:
+        prepare_output(flags.output, flags.overwrite)
 
     started = time.time()
     runner = None if options.view_as(StandardOptions).runner else _local_runner()
     with beam.Pipeline(runner=runner, options=options) as pipeline:
         build_graph(pipeline, config, paths, flags.output, limit)
-    summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
     run_info = {
         "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
-    results = build_results(summary, RowScorer(config.metrics), config.public_dump(), run_info)
+    if dry_run:
+        return {"status": "dry_run", "run": run_info}
+    summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
+    scorer = RowScorer(config.metrics)
+    for name in scorer.score_names:  # an empty dataset still reports every score, all null
+        summary["scores"].setdefault(name, ScoreAccumulator().result(name))
+    results = build_results(summary, scorer, config.public_dump(), run_info)
     _fail_if_strict(config, summary)
     write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
     return results
@@ -104,20 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     logging.basicConfig(level=logging.INFO if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not debug:
-        logging.getLogger("apache_beam").setLevel(logging.ERROR)
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
         results = run(argv)
     except RunFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except EvaluatorError as exc:
-        if debug:
-            raise
-        print(f"error: {exc}", file=sys.stderr)
+        _traceback_if(debug)
+        print(f"error: {unwrap_pipeline_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no raw tracebacks
-        if debug:
-            raise
+        _traceback_if(debug)
         known = unwrap_pipeline_error(exc)
         if known is not None:
             print(f"error: {known}", file=sys.stderr)
@@ -129,8 +136,17 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+    if results["status"] == "dry_run":
+        print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
+        return 0
     print(format_summary_table(results))
     return 0
+
+
+def _traceback_if(debug: bool) -> None:
+    """With --debug, print the traceback of the exception being handled (the message follows it)."""
+    if debug:
+        traceback.print_exc(file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,14 +10,11 @@ so a Beam bundle retry never re-sends requests that already succeeded.
 from __future__ import annotations
 
 import os
-import queue
 from collections.abc import Iterator
-from concurrent.futures import Future
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from core.errors import EvaluatorError
@@ -26,6 +23,7 @@ from core.templates import Template
 from inference.engine import InferenceEngine, Outcome
 from inference.targets import make_handler
 from pipeline.config import EvalConfig
+from transforms.async_calls import PendingCalls, in_global_window
 
 __all__ = ["GenerateSamples", "passthrough_offline"]
 
@@ -59,6 +57,7 @@ class GenerateSamples(beam.DoFn):
         )
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
+        self._max_retries = params.max_retries
         self._requests = Metrics.counter(NAMESPACE, "requests")
         self._retries = Metrics.counter(NAMESPACE, "retries")
         self._generated = Metrics.counter(NAMESPACE, "rows_generated")
@@ -67,8 +66,7 @@ class GenerateSamples(beam.DoFn):
         self._failures_by_class: dict[str, Any] = {}
 
     def start_bundle(self) -> None:
-        self._done: queue.SimpleQueue[tuple[InputRow, Outcome]] = queue.SimpleQueue()
-        self._in_flight = 0
+        self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)
 
     def process(self, row: InputRow) -> Iterator[GeneratedRow]:
         if row.failure is not None or row.item is None:
@@ -80,24 +78,16 @@ class GenerateSamples(beam.DoFn):
         except EvaluatorError as exc:
             yield self._failed_row(row, f"row {row.row_index}: {exc}")
             return
-        future = self._engine.submit(prepared, self._handler)
-        self._in_flight += 1
-        future.add_done_callback(lambda f, r=row: self._done.put((r, _result(f))))
-        yield from self._drain(block=self._in_flight >= self._max_pending)
+        self._pending.add(self._engine.submit(prepared, self._handler, max_retries=self._max_retries), row)
+        yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for generated in self._drain(block=True, until_empty=True):
-            yield WindowedValue(generated, GlobalWindow().max_timestamp(), (GlobalWindow(),))
+            yield in_global_window(generated)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""
-        while self._in_flight:
-            try:
-                row, outcome = self._done.get(block=block or until_empty)
-            except queue.Empty:
-                break
-            self._in_flight -= 1
-            block = False
+        for row, outcome in self._pending.drain(block, until_empty):
             yield self._generated_row(row, outcome)
         self._report_counters()
 
@@ -125,13 +115,9 @@ class GenerateSamples(beam.DoFn):
     def _report_counters(self) -> None:
         """Copy the engine's counters into Beam metrics from the bundle's own thread."""
         counters = self._engine.snapshot_counters()
-        self._requests.inc(counters.get("requests", 0))
-        self._retries.inc(counters.get("retries", 0))
-        for failure_class, count in counters.get("failures", {}).items():
+        self._requests.inc(counters.calls)
+        self._retries.inc(counters.retries)
+        for failure_class, count in counters.attempt_failures.items():
             if failure_class not in self._failures_by_class:
                 self._failures_by_class[failure_class] = Metrics.counter(NAMESPACE, f"failures_{failure_class}")
             self._failures_by_class[failure_class].inc(count)
-
-
-def _result(future: Future[Outcome]) -> Outcome:
-    return future.result()

@@ -8,7 +8,9 @@ the rows' positions in the dataset on every runner and worker count.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -50,21 +52,39 @@ def list_dataset_files(pattern: str) -> list[str]:
         ) from None
     except Exception as exc:  # noqa: BLE001 - Beam wraps every listing failure differently
         raise DatasetError(f"cannot list dataset path {pattern!r}: {exc}") from None
-    paths = sorted(m.path for m in matches if not m.path.endswith("/"))
+    paths = sorted(m.path for m in matches if not m.path.endswith("/") and not os.path.isdir(m.path))
     if not paths:
+        if os.path.isdir(pattern):
+            raise DatasetError(
+                f"dataset path {pattern!r} is a directory; point dataset.path at its files with a glob, "
+                f"e.g. '{pattern.rstrip('/')}/*.jsonl'."
+            )
         raise DatasetError(f"dataset path {pattern!r} matches no files; check dataset.path.")
     return paths
 
 
-def plan_splits(path: str, configured_format: str) -> Iterator[Split]:
-    """Measure one file: its Parquet row groups, or its whole record count."""
+def plan_splits(path: str, configured_format: str) -> list[Split]:
+    """Measure one file: its Parquet row groups, or its whole record count.
+
+    Raises:
+        DatasetError: the file cannot be opened or is not in its format (e.g. a corrupt Parquet file).
+    """
     fmt = detect_format(path, configured_format)
-    with FileSystems.open(path) as stream:
+    with _reading(path), FileSystems.open(path) as stream:
         if fmt == "parquet":
-            for group, rows in enumerate(parquet_row_group_sizes(stream)):
-                yield Split(path, fmt, group, rows)
-        else:
-            yield Split(path, fmt, -1, count_records(stream, path, fmt))
+            return [Split(path, fmt, group, rows) for group, rows in enumerate(parquet_row_group_sizes(stream))]
+        return [Split(path, fmt, -1, count_records(stream, path, fmt))]
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Turn a file system or pyarrow failure while reading ``path`` into a DatasetError naming it."""
+    try:
+        yield
+    except DatasetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow and every file system raise their own types
+        raise DatasetError(f"cannot read dataset file {path!r}: {type(exc).__name__}: {exc}") from None
 
 
 def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
@@ -73,11 +93,13 @@ def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iter
     if limit is not None and offset >= limit:
         return
     stop = split.rows if limit is None else min(split.rows, limit - offset)
+    if split.fmt == "parquet":
+        with _reading(split.path), FileSystems.open(split.path) as stream:
+            items = read_parquet_row_group(stream, split.group)[:stop]
+        for position, item in enumerate(items):
+            yield InputRow(offset + position, item)
+        return
     with FileSystems.open(split.path) as stream:
-        if split.fmt == "parquet":
-            for position, item in enumerate(read_parquet_row_group(stream, split.group)[:stop]):
-                yield InputRow(offset + position, item)
-            return
         for position, (item, raw, error) in enumerate(iter_records(stream, split.path, split.fmt)):
             if position >= stop:
                 return

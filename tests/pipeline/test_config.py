@@ -43,7 +43,10 @@ def test_defaults_match_the_reference():
             with_(target={"model": {**MODEL, "default_headers": {"X-Api-Key": "s"}}}, prompt_template="x"),
             "looks like a credential",
         ),
-        (with_(target={"model": {**MODEL, "api_key_env": "sk-abc123!"}}, prompt_template="x"), "NAME of an environment"),
+        (
+            with_(target={"model": {**MODEL, "api_key_env": "sk-abc123!"}}, prompt_template="x"),
+            "NAME of an environment",
+        ),
         (with_(target={"model": MODEL}), "prompt_template is required"),
         (with_(target={}), "exactly one of target.model or target.agent"),
     ],
@@ -56,12 +59,18 @@ def test_invalid_configs_name_the_key(data, expected):
 
 def test_unknown_inference_params_pass_through():
     config = parse_config(with_(params={"inference": {"temperature": 0, "seed": 7, "extra_body": {"nvext": {"a": 1}}}}))
-    assert config.params.inference.as_request_params() == {"temperature": 0, "seed": 7, "extra_body": {"nvext": {"a": 1}}}
+    assert config.params.inference.as_request_params() == {
+        "temperature": 0,
+        "seed": 7,
+        "extra_body": {"nvext": {"a": 1}},
+    }
 
 
 def test_yaml_and_json_files_load_the_same(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(BASE))
-    (tmp_path / "c.yaml").write_text("dataset: {path: x.jsonl}\nmetrics:\n  - {type: exact-match, reference: '{{ item.a }}'}\n")
+    (tmp_path / "c.yaml").write_text(
+        "dataset: {path: x.jsonl}\nmetrics:\n  - {type: exact-match, reference: '{{ item.a }}'}\n"
+    )
     assert load_config(str(tmp_path / "c.json")) == load_config(str(tmp_path / "c.yaml"))
 
 
@@ -75,7 +84,10 @@ def test_unreadable_and_unparseable_files(tmp_path):
 
 def test_public_dump_never_holds_headers_or_keys():
     config = parse_config(
-        with_(target={"model": {**MODEL, "api_key_env": "MY_KEY", "default_headers": {"X-Team": "a"}}}, prompt_template="x")
+        with_(
+            target={"model": {**MODEL, "api_key_env": "MY_KEY", "default_headers": {"X-Team": "a"}}},
+            prompt_template="x",
+        )
     )
     dumped = json.dumps(config.public_dump())
     assert "X-Team" not in dumped and "MY_KEY" in dumped

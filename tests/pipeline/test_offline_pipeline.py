@@ -54,7 +54,12 @@ def test_limit_and_glob_keep_dataset_positions(write_jsonl, run_eval, tmp_path):
     write_jsonl(ROWS[2:], "part-b.jsonl")
     config = offline_config(tmp_path / "part-*.jsonl")
     full = run_eval(config)
-    assert [(r["row_index"], r["exact-match.exact-match"]) for r in full.rows] == [(0, 1.0), (1, 1.0), (2, 0.0), (3, 0.0)]
+    assert [(r["row_index"], r["exact-match.exact-match"]) for r in full.rows] == [
+        (0, 1.0),
+        (1, 1.0),
+        (2, 0.0),
+        (3, 0.0),
+    ]
     limited = run_eval(config, "--limit", "3")
     assert limited.results["counts"]["rows"] == 3
     assert [r["row_index"] for r in limited.rows] == [0, 1, 2]

@@ -1,0 +1,285 @@
+"""Scale benchmark: offline exact-match over generated Parquet datasets of growing size.
+
+Each size runs ``python -m pipeline.run`` as a subprocess on the default local runner and
+measures wall time, rows/s and the peak resident memory of the whole process tree (the
+sum of RSS over the driver and every worker it starts, sampled from /proc every 50 ms).
+Datasets are generated once into a cache directory and reused.
+
+Usage::
+
+    python bench/scale.py                          # 10^4, 10^5, 10^6 rows
+    python bench/scale.py --sizes 10000,100000
+    python bench/scale.py --smoke                  # tiny sizes, for CI (< 30 s)
+    python bench/scale.py --online --sizes 20000   # also: rows/s against the local test server
+                                                   # with 1 and 2 worker processes
+
+Prints a markdown table and writes JSON to ``bench/results/scale-<time>.json`` (or ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+if str(PROJECT_ROOT) not in sys.path:
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+SMOKE_SIZES = (200, 2_000)
+ROW_GROUP_SIZE = 50_000
+MEMORY_LIMIT_BYTES = 2 * 1024**3
+
+_CAPITALS = [
+    ("France", "Paris"),
+    ("Japan", "Tokyo"),
+    ("Kenya", "Nairobi"),
+    ("Peru", "Lima"),
+    ("Canada", "Ottawa"),
+    ("Norway", "Oslo"),
+    ("Egypt", "Cairo"),
+    ("Chile", "Santiago"),
+    ("India", "New Delhi"),
+    ("Spain", "Madrid"),
+    ("Ghana", "Accra"),
+    ("Vietnam", "Hanoi"),
+]
+_WRONG = ["London", "Berlin", "I don't know", "Rome", "Sydney", "paris, France"]
+
+
+def qa_rows(n: int, seed: int = 7) -> dict[str, list[Any]]:
+    """``n`` short QA rows with model outputs, about 70% of them exactly right (columnar)."""
+    rng = random.Random(seed)
+    columns: dict[str, list[Any]] = {"id": [], "category": [], "question": [], "answer": [], "output": []}
+    for i in range(n):
+        country, capital = _CAPITALS[rng.randrange(len(_CAPITALS))]
+        roll = rng.random()
+        output = capital if roll < 0.7 else (capital.lower() if roll < 0.8 else rng.choice(_WRONG))
+        columns["id"].append(f"q{i:07d}")
+        columns["category"].append("geography")
+        columns["question"].append(f"What is the capital of {country}? (variant {i % 97})")
+        columns["answer"].append(capital)
+        columns["output"].append(output)
+    return columns
+
+
+def dataset(cache: Path, n: int) -> Path:
+    """The cached Parquet dataset of ``n`` rows, generated on first use."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = cache / f"qa-{n}.parquet"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        pq.write_table(pa.table(qa_rows(n)), partial, row_group_size=ROW_GROUP_SIZE)
+        partial.rename(path)
+    return path
+
+
+def offline_config(path: Path) -> dict[str, Any]:
+    return {
+        "dataset": {"path": str(path)},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}],
+    }
+
+
+def online_config(path: Path, base_url: str, parallelism: int) -> dict[str, Any]:
+    return {
+        "dataset": {"path": str(path)},
+        "target": {"model": {"url": base_url, "name": "bench-model", "format": "openai"}},
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {"parallelism": parallelism, "request_timeout": 30, "max_retries": 3},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+    }
+
+
+class TreeMemory:
+    """Samples the summed RSS of a process and all its descendants until stopped."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_tree = 0
+        self.peak_single = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.is_set():
+            sizes = [_rss_pages(pid) * page for pid in _tree(self.pid)]
+            if sizes:
+                self.peak_tree = max(self.peak_tree, sum(sizes))
+                self.peak_single = max(self.peak_single, max(sizes))
+                self.peak_processes = max(self.peak_processes, len(sizes))
+            self._stop.wait(self.interval)
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc/<pid>/task/*/children."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    todo += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _rss_pages(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) -> dict[str, Any]:
+    """Run the evaluator as a subprocess; return its measurements and counts."""
+    import yaml
+
+    config_path = work / f"{name}.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    output = work / f"out-{name}"
+    cmd = [sys.executable, "-m", "pipeline.run", "--config", str(config_path), "--output", str(output)]
+    cmd += ["--overwrite", *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with TreeMemory(proc.pid) as memory:
+        stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-3000:]}")
+    results = json.loads((output / "results.json").read_text())
+    rows = results["counts"]["rows"]
+    return {
+        "rows": rows,
+        "ok": results["counts"]["ok"],
+        "errors": results["counts"]["errors"],
+        "wall_s": round(wall, 3),
+        "rows_per_s": round(rows / wall, 1),
+        "pipeline_wall_s": results.get("run", {}).get("wall_time_s"),
+        "peak_rss_tree_mib": round(memory.peak_tree / 2**20, 1),
+        "peak_rss_single_mib": round(memory.peak_single / 2**20, 1),
+        "processes": memory.peak_processes,
+        "exact_match_mean": next(
+            s["mean"] for s in results["aggregate_scores"]["scores"] if s["name"] == "exact-match.exact-match"
+        ),
+        "progress_lines": sum(1 for line in stderr.splitlines() if line.startswith("progress:")),
+    }
+
+
+def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int) -> list[dict[str, Any]]:
+    """Rows/s against the local test server with 1 and 2 local worker processes."""
+    from testserver.harness import ServerProcess
+
+    results = []
+    with ServerProcess(latency_ms=50) as server:
+        for n in sizes:
+            path = dataset(cache, n)
+            for workers in (1, 2):
+                extra = ["--progress_interval=0"]
+                if workers > 1:
+                    extra += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+                measured = run_once(online_config(path, server.base_url, parallelism), work, f"online-{n}-{workers}", extra)
+                measured.update(mode="online", size=n, workers=workers, parallelism=parallelism, server_latency_ms=50)
+                results.append(measured)
+                print(f"online {n:>9,} rows, {workers} worker(s): {measured['rows_per_s']:,.0f} rows/s", file=sys.stderr)
+    return results
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| mode | workers | rows | wall s | rows/s | peak RSS tree MiB | peak RSS 1 proc MiB | processes |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['mode']} | {r['workers']} | {r['rows']:,} | {r['wall_s']:.1f} | {r['rows_per_s']:,.0f} | "
+            f"{r['peak_rss_tree_mib']:,.0f} | {r['peak_rss_single_mib']:,.0f} | {r['processes']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated row counts")
+    parser.add_argument("--smoke", action="store_true", help=f"tiny sizes {SMOKE_SIZES} for CI")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beam-llm-eval-bench")
+    parser.add_argument("--json", type=Path, default=None, help="where to write the JSON results")
+    parser.add_argument("--online", action="store_true", help="also measure online rows/s (1 and 2 workers)")
+    parser.add_argument("--online-sizes", default="20000", help="row counts for --online")
+    parser.add_argument("--parallelism", type=int, default=64, help="params.parallelism for --online")
+    args = parser.parse_args(argv)
+    sizes = list(SMOKE_SIZES) if args.smoke else [int(s) for s in args.sizes.split(",") if s.strip()]
+
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        work = Path(tmp)
+        for n in sizes:
+            measured = run_once(offline_config(dataset(args.cache, n)), work, f"offline-{n}", ["--progress_interval=0"])
+            if measured["rows"] != n:
+                raise RuntimeError(f"expected {n} rows in results.json, got {measured['rows']}")
+            measured.update(mode="offline", size=n, workers=1)
+            results.append(measured)
+            print(
+                f"offline {n:>9,} rows: {measured['wall_s']:.1f} s, {measured['rows_per_s']:,.0f} rows/s, "
+                f"peak RSS {measured['peak_rss_tree_mib']:,.0f} MiB",
+                file=sys.stderr,
+            )
+            shutil_rmtree(work / f"out-offline-{n}")
+        if args.online:
+            online_sizes = [200] if args.smoke else [int(s) for s in args.online_sizes.split(",") if s.strip()]
+            results += run_online(online_sizes, args.cache, work, args.parallelism)
+
+    report = {
+        "benchmark": "scale",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "memory_limit_mib": MEMORY_LIMIT_BYTES // 2**20,
+        "results": results,
+    }
+    target = args.json or PROJECT_ROOT / "bench" / "results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown(results))
+    print(f"\nJSON: {target}")
+    over = [r for r in results if r["peak_rss_tree_mib"] * 2**20 > MEMORY_LIMIT_BYTES]
+    for r in over:
+        print(f"warning: {r['mode']} {r['rows']:,} rows peaked at {r['peak_rss_tree_mib']:,.0f} MiB (> 2 GiB)")
+    return 0
+
+
+def shutil_rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Per-endpoint adaptive concurrency (AIMD): fewer requests to an overloaded endpoint, never more than parallelism."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from types import TracebackType
+
+from inference.classify import Failure
+
+__all__ = ["AdaptiveLimiter"]
+
+
+class AdaptiveLimiter:
+    """An asyncio concurrency limit that adapts to overload signals (AIMD).
+
+    The limit is a hard cap on requests in flight: ``slot()`` waits (FIFO) while
+    ``in_flight >= limit``, and ``limit <= max_limit`` always holds.
+
+    Rule:
+
+    * Start at ``max_limit`` (no slow start: a healthy endpoint gets full parallelism
+      from the first request).
+    * Hard overload (429, 503): ``limit = max(1, limit // 2)``.
+      Soft overload (timeouts): ``limit = max(1, min(limit - 1, int(limit * 0.8)))``.
+    * At most one decrease per window: a decrease opens a window that stays open until
+      every request that was in flight at the time of the decrease has finished. Overload
+      replies and successes recorded while it is open are ignored, so a burst of 429s from
+      one round trip halves the limit once, and replies to requests sent under the old
+      limit cannot undo the decrease.
+    * Additive increase: outside a window, every ``max(1, limit // growth_divisor)``
+      successes raise the limit by 1, i.e. about ``+growth_divisor`` per round trip when
+      the limit is in use (with the default 4: 1 -> 4 in one or two round trips, then +4 per
+      round trip), capped at ``max_limit``.
+    * Transient and fatal failures leave the limit alone.
+
+    Against an endpoint that answers 429 above K requests in flight this settles in a
+    saw-tooth between about K/2 and K + 4, averaging close to K.
+
+    All methods must be called from the event loop that runs the requests.
+
+    Args:
+        max_limit: the cap (``params.parallelism``), at least 1.
+        growth_divisor: successes needed per +1 are ``limit // growth_divisor``.
+        soft_factor: multiplicative decrease on soft overload.
+
+    """
+
+    __slots__ = (
+        "_credit",
+        "_growth_divisor",
+        "_in_flight",
+        "_limit",
+        "_next_ticket",
+        "_soft_factor",
+        "_waiters",
+        "_window_end",
+        "_window_remaining",
+        "decreases",
+        "ignored",
+        "max_limit",
+        "peak",
+    )
+
+    def __init__(self, max_limit: int, *, growth_divisor: int = 4, soft_factor: float = 0.8) -> None:
+        if max_limit < 1:
+            raise ValueError(f"max_limit must be at least 1, got {max_limit}")
+        self.max_limit = max_limit
+        self._limit = max_limit
+        self._growth_divisor = max(1, growth_divisor)
+        self._soft_factor = soft_factor
+        self._in_flight = 0
+        self._credit = 0
+        self._next_ticket = 0
+        self._window_end = 0
+        self._window_remaining = 0
+        self._waiters: deque[asyncio.Future[int]] = deque()
+        self.peak = 0
+        self.decreases = 0
+        self.ignored = 0
+
+    @property
+    def limit(self) -> int:
+        """The current cap on requests in flight."""
+        return self._limit
+
+    @property
+    def in_flight(self) -> int:
+        """Requests holding a slot now."""
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued for a slot."""
+        return sum(1 for fut in self._waiters if not fut.done())
+
+    @property
+    def in_window(self) -> bool:
+        """True while a decrease's window is open (further decreases are ignored)."""
+        return self._window_remaining > 0
+
+    def slot(self) -> _Slot:
+        """Return an async context manager holding one in-flight slot: ``async with limiter.slot():``."""
+        return _Slot(self)
+
+    def record(self, failure: Failure | None) -> None:
+        """Feed back the result of one attempt: None for success, else its classified failure."""
+        if failure is None:
+            if self._window_remaining > 0 or self._limit >= self.max_limit:
+                return
+            self._credit += 1
+            if self._credit >= max(1, self._limit // self._growth_divisor):
+                self._credit = 0
+                self._limit += 1
+                self._wake()
+            return
+        kind = failure.failure_class
+        if kind == "hard_overload":
+            new_limit = max(1, self._limit // 2)
+        elif kind == "soft_overload":
+            new_limit = max(1, min(self._limit - 1, int(self._limit * self._soft_factor)))
+        else:
+            return
+        if self._window_remaining > 0:
+            self.ignored += 1
+            return
+        self.decreases += 1
+        self._limit = new_limit
+        self._credit = 0
+        self._window_end = self._next_ticket
+        self._window_remaining = self._in_flight
+
+    def _grant(self) -> int:
+        self._in_flight += 1
+        if self._in_flight > self.peak:
+            self.peak = self._in_flight
+        ticket = self._next_ticket
+        self._next_ticket = ticket + 1
+        return ticket
+
+    def _release(self, ticket: int) -> None:
+        self._in_flight -= 1
+        if ticket < self._window_end and self._window_remaining > 0:
+            self._window_remaining -= 1
+        if self._waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiters = self._waiters
+        while waiters and self._in_flight < self._limit:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(self._grant())
+
+    async def _acquire(self) -> int:
+        if self._in_flight < self._limit and not self._waiters:
+            return self._grant()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # the slot was handed over as we were cancelled
+                self._release(fut.result())
+            raise
+
+
+class _Slot:
+    """One ``async with`` use of the limiter."""
+
+    __slots__ = ("_limiter", "_ticket")
+
+    def __init__(self, limiter: AdaptiveLimiter) -> None:
+        self._limiter = limiter
+        self._ticket = -1
+
+    async def __aenter__(self) -> _Slot:
+        self._ticket = await self._limiter._acquire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._limiter._release(self._ticket)

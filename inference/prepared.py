@@ -1,0 +1,82 @@
+"""The wire form of one request and its stable hash, so caching and retries key on exactly what is sent."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PreparedRequest", "canonical_json", "request_hash", "request_hash_from_bytes"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """One HTTP POST, ready to send.
+
+    Attributes:
+        url: the exact URL to POST to (query string included).
+        body: the JSON body.
+        headers: request headers; shared by all requests of a handler, so treat it as
+            read-only. May hold the Authorization header: never log it.
+
+    """
+
+    url: str
+    body: dict[str, Any]
+    headers: Mapping[str, str]
+
+
+def _json_default(value: Any) -> Any:
+    """Make values a dataset may carry (numpy scalars and arrays, dates, decimals, bytes) JSON-ready."""
+    if hasattr(value, "tolist"):  # numpy scalars and arrays, without importing numpy
+        return value.tolist()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"a {type(value).__name__} value cannot be sent as JSON")
+
+
+def canonical_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON with sorted keys: the bytes sent on the wire and hashed.
+
+    Raises:
+        TypeError: the value holds something that has no JSON form.
+        ValueError: the value holds NaN/Infinity or a circular reference.
+
+    """
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_json_default,
+    ).encode("utf-8")
+
+
+def request_hash_from_bytes(url: str, body_bytes: bytes) -> str:
+    """``request_hash`` for a body already serialised with ``canonical_json`` (saves a second dump)."""
+    digest = hashlib.sha256(b"[")
+    digest.update(json.dumps(url, ensure_ascii=False).encode("utf-8"))
+    digest.update(b",")
+    digest.update(body_bytes)
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+def request_hash(prepared: PreparedRequest) -> str:
+    """SHA-256 hex of the canonical JSON of ``[url, body]``.
+
+    Stable across runs and processes; headers (and so API keys) are never part of it.
+    Equal to ``hashlib.sha256(canonical_json([url, body])).hexdigest()``.
+    """
+    return request_hash_from_bytes(prepared.url, canonical_json(prepared.body))

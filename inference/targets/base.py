@@ -1,0 +1,79 @@
+"""The interface every endpoint kind implements, so the engine never branches on target kind."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from inference.prepared import PreparedRequest
+
+__all__ = ["TargetHandler", "endpoint_key", "key_fingerprint"]
+
+
+def key_fingerprint(api_key: str | None) -> str:
+    """Return the first 16 hex digits of the key's SHA-256 (``-`` without a key): identifies, never reveals."""
+    if not api_key:
+        return "-"
+    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:16]
+
+
+def endpoint_key(base_url: str, name: str, api_key: str | None) -> str:
+    """Return ``<base url>|<name>|<key fingerprint>``: one limiter and connection pool per key."""
+    return f"{base_url}|{name}|{key_fingerprint(api_key)}"
+
+
+class TargetHandler(ABC):
+    """Builds requests for one endpoint and turns its 2xx replies into samples.
+
+    Handlers are immutable after construction and safe to share between threads.
+
+    Attributes:
+        endpoint_key: identifies the endpoint (URL, model name, key fingerprint); engines
+            are shared per key.
+        headers: the headers sent with every request (may hold Authorization).
+        secrets: literal strings (the API key) to mask in any message.
+
+    """
+
+    endpoint_key: str
+    headers: Mapping[str, str]
+    secrets: tuple[str, ...] = ()
+
+    @abstractmethod
+    def prepare(self, rendered: Any, item: Mapping[str, Any] | None = None) -> PreparedRequest:
+        """Build the request for one row.
+
+        Args:
+            rendered: the rendered ``prompt_template`` value: a mapping (request body,
+                e.g. with ``messages``) or a string (a completions prompt).
+            item: the dataset row, for handlers whose own templates refer to ``item``.
+
+        Returns:
+            The request to send.
+
+        Raises:
+            TemplateError: the rendered value has the wrong shape, or a handler template
+                failed to render.
+
+        """
+
+    @abstractmethod
+    def parse(self, status: int, json_body: Any) -> dict[str, Any]:
+        """Turn a 2xx reply into a sample.
+
+        Args:
+            status: the HTTP status (2xx).
+            json_body: the decoded JSON reply.
+
+        Returns:
+            ``{"output_text": str, "response": dict, "reasoning_content"?: str,
+            "trajectory"?: Any, "usage"?: {"prompt_tokens", "completion_tokens"}}``.
+
+        Raises:
+            MalformedResponseError: the reply lacks the expected fields (retryable).
+            EmptyAnswerError: the reply holds no answer (not retryable).
+            UnusableResponseError: the reply cannot yield an answer (not retryable).
+
+        """

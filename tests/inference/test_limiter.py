@@ -1,0 +1,209 @@
+import asyncio
+
+import pytest
+
+from inference.classify import Failure
+from inference.limiter import AdaptiveLimiter
+
+HARD = Failure("hard_overload", True, 1.0, 429, "HTTP 429")
+SOFT = Failure("soft_overload", True, None, None, "timed out")
+TRANSIENT = Failure("transient", True, None, 500, "HTTP 500")
+FATAL = Failure("fatal", False, None, 400, "HTTP 400")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_starts_at_max_and_never_exceeds_it():
+    async def main():
+        limiter = AdaptiveLimiter(8)
+        assert limiter.limit == 8
+        gate = asyncio.Event()
+        seen = []
+
+        async def worker():
+            async with limiter.slot():
+                seen.append(limiter.in_flight)
+                await gate.wait()
+                limiter.record(None)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(50)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert limiter.in_flight == 8
+        assert limiter.waiting == 42
+        gate.set()
+        await asyncio.gather(*tasks)
+        assert max(seen) == 8 and limiter.peak == 8
+        assert limiter.in_flight == 0
+        assert limiter.limit == 8
+
+    run(main())
+
+
+def test_burst_of_429s_from_one_window_halves_once():
+    limiter = AdaptiveLimiter(64)
+
+    async def main():
+        holders = []
+        for _ in range(40):
+            slot = limiter.slot()
+            await slot.__aenter__()
+            holders.append(slot)
+        for _ in range(40):  # all 40 in-flight requests come back 429
+            limiter.record(HARD)
+        assert limiter.limit == 32
+        assert limiter.decreases == 1 and limiter.ignored == 39
+        for slot in holders:
+            await slot.__aexit__(None, None, None)
+        assert not limiter.in_window
+        # a new window: the next 429 halves again, once
+        slot = limiter.slot()
+        await slot.__aenter__()
+        limiter.record(HARD)
+        limiter.record(HARD)
+        await slot.__aexit__(None, None, None)
+        assert limiter.limit == 16 and limiter.decreases == 2
+
+    run(main())
+
+
+def test_requests_started_after_a_decrease_end_the_window_only_with_old_ones():
+    limiter = AdaptiveLimiter(16)
+
+    async def main():
+        old = limiter.slot()
+        await old.__aenter__()
+        limiter.record(HARD)  # 16 -> 8; window = {old}
+        new = limiter.slot()
+        await new.__aenter__()
+        limiter.record(HARD)  # ignored: `old` is still in flight
+        await new.__aexit__(None, None, None)
+        assert limiter.limit == 8 and limiter.in_window
+        await old.__aexit__(None, None, None)
+        assert not limiter.in_window
+
+    run(main())
+
+
+def test_soft_overload_decreases_by_a_fifth_and_other_failures_do_nothing():
+    limiter = AdaptiveLimiter(10)
+
+    async def main():
+        async with limiter.slot():
+            limiter.record(TRANSIENT)
+            limiter.record(FATAL)
+            assert limiter.limit == 10
+            limiter.record(SOFT)
+            assert limiter.limit == 8
+        one = AdaptiveLimiter(1)
+        async with one.slot():
+            one.record(HARD)
+        assert one.limit == 1
+        two = AdaptiveLimiter(2)
+        async with two.slot():
+            two.record(SOFT)
+        assert two.limit == 1
+
+    run(main())
+
+
+def _decrease_to(limiter: AdaptiveLimiter, target: int) -> None:
+    async def main():
+        while limiter.limit > target:
+            async with limiter.slot():
+                limiter.record(HARD)
+
+    run(main())
+
+
+def test_grows_back_additively():
+    limiter = AdaptiveLimiter(64)
+    _decrease_to(limiter, 1)
+    assert limiter.limit == 1
+
+    async def main():
+        successes = 0
+        while limiter.limit < 64:
+            async with limiter.slot():
+                limiter.record(None)
+            successes += 1
+        return successes
+
+    successes = run(main())
+    # +1 per max(1, limit // 4) successes: 1->4 in 3, then ~4 per `limit` successes.
+    expected = sum(max(1, limit // 4) for limit in range(1, 64))
+    assert successes == expected
+    assert limiter.limit == 64
+    # in round trips (each sends `limit` requests at once): 1 -> 64 in under 20
+    limit, credit, round_trips = 1, 0, 0
+    while limit < 64:
+        round_trips += 1
+        for _ in range(limit):
+            credit += 1
+            if credit >= max(1, limit // 4):
+                credit, limit = 0, min(64, limit + 1)
+    assert round_trips <= 20
+
+
+def test_successes_inside_a_window_do_not_undo_the_decrease():
+    limiter = AdaptiveLimiter(32)
+
+    async def main():
+        slots = []
+        for _ in range(20):
+            slot = limiter.slot()
+            await slot.__aenter__()
+            slots.append(slot)
+        limiter.record(HARD)
+        for slot in slots:
+            limiter.record(None)
+            await slot.__aexit__(None, None, None)
+        assert limiter.limit == 16
+
+    run(main())
+
+
+def test_increase_wakes_waiters_and_decrease_blocks_new_ones():
+    async def main():
+        limiter = AdaptiveLimiter(4)
+        first = limiter.slot()
+        await first.__aenter__()
+        limiter.record(HARD)  # 4 -> 2, window = {first}
+        await first.__aexit__(None, None, None)
+        a, b = limiter.slot(), limiter.slot()
+        await a.__aenter__()
+        await b.__aenter__()
+        blocked = asyncio.create_task(limiter.slot().__aenter__())
+        await asyncio.sleep(0)
+        assert not blocked.done() and limiter.in_flight == 2
+        limiter.record(None)  # limit 2 -> 3 (limit // 4 == 0 -> one success per step)
+        await asyncio.sleep(0)
+        assert blocked.done() and limiter.in_flight == 3
+        assert limiter.limit == 3
+
+    run(main())
+
+
+def test_cancelled_waiter_does_not_leak_a_slot():
+    async def main():
+        limiter = AdaptiveLimiter(1)
+        holder = limiter.slot()
+        await holder.__aenter__()
+        waiter = asyncio.create_task(limiter.slot().__aenter__())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await holder.__aexit__(None, None, None)
+        assert limiter.in_flight == 0
+        async with limiter.slot():
+            assert limiter.in_flight == 1
+
+    run(main())
+
+
+def test_rejects_zero_limit():
+    with pytest.raises(ValueError):
+        AdaptiveLimiter(0)

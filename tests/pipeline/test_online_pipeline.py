@@ -1,0 +1,112 @@
+"""The whole graph online: Beam's local runner, real HTTP to the project's test server."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+QA = [json.loads(line) for line in (ROOT / "data" / "sample_qa.jsonl").read_text().splitlines()]
+ANSWERS = {
+    json.loads(line)["question"]: json.loads(line)["model_answer"]
+    for line in (ROOT / "data" / "sample_model_answers.jsonl").read_text().splitlines()
+}
+METRICS = [
+    {"type": "exact-match", "reference": "{{ item.answer }}"},
+    {"type": "f1", "reference": "{{ item.answer }}"},
+    {
+        "type": "string-check",
+        "left_template": "{{ sample.output_text }}",
+        "operation": "contains",
+        "right_template": "{{ item.answer }}",
+    },
+]
+
+
+def online_config(path, target, **params):
+    return {
+        "dataset": {"path": str(path)},
+        "target": target,
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {"parallelism": 8, "max_retries": 2, **params},
+        "metrics": METRICS,
+    }
+
+
+def scripted(server):
+    """Make the server answer each sample question with its scripted model answer."""
+    server.configure(rules=[{"match": q, "reply": a} for q, a in ANSWERS.items()])
+
+
+def test_online_run_scores_exactly_and_sends_one_request_per_row(clean_server, model_target, write_jsonl, run_eval):
+    scripted(clean_server)
+    result = run_eval(online_config(write_jsonl(QA), model_target()))
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 40, "ok": 40, "errors": 0}
+    em = result.score("exact-match.exact-match")
+    assert (em["count"], em["nan_count"], em["sum"]) == (40, 0, 29.0)
+    assert result.score("string-check.string-check")["sum"] == 29.0
+    stats = clean_server.stats()
+    assert stats["requests"] == 40 and set(stats["per_prompt"].values()) == {1}  # 3 metrics, 1 call per row
+    rows = result.rows
+    assert [r["row_index"] for r in rows] == list(range(40))
+    assert rows[0]["output_text"] == ANSWERS[QA[0]["question"]]
+    assert all(r["attempts"] == 1 and r["http_status"] == 200 and r["latency_ms"] > 0 for r in rows)
+    assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 and len(r["request_hash"]) == 64 for r in rows)
+    usage = result.results["usage"]
+    assert usage["requests"] == 40 and usage["prompt_tokens"] == sum(r["prompt_tokens"] for r in rows)
+
+
+def test_offline_scores_equal_online_scores_when_outputs_match(clean_server, model_target, write_jsonl, run_eval):
+    scripted(clean_server)
+    online = run_eval(online_config(write_jsonl(QA, "qa.jsonl"), model_target()))
+    with_outputs = [{**row, "output": ANSWERS[row["question"]]} for row in QA]
+    offline_metrics = [{**m, "candidate": "{{ item.output }}"} for m in METRICS[:2]]
+    offline_metrics.append({**METRICS[2], "left_template": "{{ item.output }}"})
+    offline = run_eval({"dataset": {"path": str(write_jsonl(with_outputs, "out.jsonl"))}, "metrics": offline_metrics})
+    assert online.code == offline.code == 0
+    assert online.results["aggregate_scores"] == offline.results["aggregate_scores"]
+
+
+def test_server_errors_for_some_rows_become_nan_rows(clean_server, model_target, write_jsonl, run_eval):
+    scripted(clean_server)
+    failing = [QA[3]["question"], QA[7]["question"]]
+    clean_server.configure(
+        rules=[{"match": q, "status": 400} for q in failing] + [{"match": q, "reply": a} for q, a in ANSWERS.items()]
+    )
+    result = run_eval(online_config(write_jsonl(QA), model_target(), ignore_request_failure=True))
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 40, "ok": 38, "errors": 2}
+    em = result.score("exact-match.exact-match")
+    assert (em["count"], em["nan_count"]) == (38, 2)
+    errors = result.errors
+    assert [(e["row_index"], e["phase"], e["http_status"]) for e in errors] == [
+        (3, "sample_generation", 400),
+        (7, "sample_generation", 400),
+    ]
+    assert "400" in errors[0]["error"]
+    assert all(math.isnan(result.rows[i]["f1.f1"]) for i in (3, 7))
+    assert clean_server.stats()["per_prompt"][failing[0]] == 1  # a 400 is not retried
+
+
+def test_strict_mode_stops_with_the_first_failing_row(clean_server, model_target, write_jsonl, run_eval):
+    clean_server.configure(rules=[{"match": QA[5]["question"], "status": 503, "retry_after": 0}])
+    result = run_eval(online_config(write_jsonl(QA), model_target(), max_retries=1))
+    assert result.code == 1
+    assert "on row 5" in result.stderr and "503" in result.stderr and "sample generation" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (result.output / "results.json").exists()
+    assert clean_server.stats()["per_prompt"][QA[5]["question"]] == 2  # max_retries + 1 attempts
+
+
+@pytest.mark.parametrize("prompt_field", ["question"])
+def test_missing_prompt_field_is_a_generation_failure(clean_server, model_target, write_jsonl, run_eval, prompt_field):
+    rows = [*QA[:3], {"id": "x", "answer": "a"}]
+    result = run_eval(online_config(write_jsonl(rows), model_target(), ignore_request_failure=True), "--skip_preflight")
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 4, "ok": 3, "errors": 1}
+    error = result.errors[0]
+    assert error["row_index"] == 3 and error["phase"] == "sample_generation"
+    assert f"'{prompt_field}'" in error["error"] and "item keys: ['answer', 'id']" in error["error"]
+    assert clean_server.stats()["requests"] == 3

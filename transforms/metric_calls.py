@@ -1,0 +1,163 @@
+"""CallMetricEndpoints: send each row's metric endpoint requests (LLM judge, remote scorer) before scoring.
+
+Placed between generation and ``ScoreRows`` when a configured metric is an
+``EndpointMetric``. For every row that has not failed, each endpoint metric builds its
+request, which goes to that metric's shared per-process ``InferenceEngine`` (retries,
+limiter and keep-alive pool included); when all of a row's calls have completed the row is
+emitted with ``metric_responses`` holding one ``EndpointReply`` per metric key. Rows are
+emitted as their calls complete and ``finish_bundle`` waits for the rest, as in
+``GenerateSamples`` (the bookkeeping is shared: ``transforms.async_calls``). Failures are
+recorded in the reply, never raised here: the metric's ``score`` decides whether they fail
+the row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.utils.windowed_value import WindowedValue
+
+from core.errors import EvaluatorError
+from core.records import EndpointReply, GeneratedRow
+from core.scoring import metric_keys
+from inference.engine import InferenceEngine
+from inference.outcome import Outcome
+from inference.targets.base import TargetHandler
+from metrics.base import EndpointMetric, MetricConfig, MetricContext, metric_class, resolve
+from transforms.async_calls import PendingCalls, in_global_window
+from transforms.generate import NAMESPACE
+
+__all__ = ["CallMetricEndpoints", "needs_metric_calls", "reply_from_outcome"]
+
+
+def needs_metric_calls(configs: Sequence[MetricConfig]) -> bool:
+    """True when any metric calls an endpoint, so the graph needs ``CallMetricEndpoints``."""
+    return any(issubclass(metric_class(config.type), EndpointMetric) for config in configs)
+
+
+def reply_from_outcome(outcome: Outcome) -> EndpointReply:
+    """The row-level record of one metric call's outcome."""
+    error = outcome.error
+    if error is not None or outcome.sample is None:
+        return EndpointReply(
+            error=str(error) if error is not None else "the endpoint gave no answer",
+            error_kind="endpoint",
+            status=outcome.status,
+            attempts=outcome.attempts,
+            latency_s=outcome.latency_s,
+            failure_class=error.failure_class if error is not None else None,
+        )
+    return EndpointReply(
+        sample=outcome.sample,
+        status=outcome.status,
+        attempts=outcome.attempts,
+        latency_s=outcome.latency_s,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _RowCalls:
+    """A row waiting for its metric calls."""
+
+    row: GeneratedRow
+    replies: dict[str, EndpointReply]
+    remaining: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Endpoint:
+    key: str
+    metric: EndpointMetric[Any]
+    handler: TargetHandler
+    engine: InferenceEngine
+    max_retries: int
+
+
+class CallMetricEndpoints(beam.DoFn):
+    """GeneratedRow -> the same row with ``metric_responses`` from every endpoint metric.
+
+    Args:
+        metric_configs: every metric config of the run, in config order (the metric keys
+            are computed as ``ScoreRows`` computes them).
+    """
+
+    def __init__(self, metric_configs: Sequence[MetricConfig]) -> None:
+        self._configs = list(metric_configs)
+
+    def setup(self) -> None:
+        endpoints = []
+        for key, config in zip(metric_keys(self._configs), self._configs, strict=True):
+            if not issubclass(metric_class(config.type), EndpointMetric):
+                continue
+            metric = resolve(config, key)
+            assert isinstance(metric, EndpointMetric)
+            handler = metric.endpoint_handler()
+            settings = metric.endpoint_settings
+            engine = InferenceEngine.shared(
+                handler, settings.parallelism, settings.max_retries, settings.request_timeout
+            )
+            endpoints.append(_Endpoint(key, metric, handler, engine, settings.max_retries))
+        self._endpoints = endpoints
+        # Keep a few requests queued per slot so the engines never wait for the DoFn.
+        self._max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
+        self._requests = Metrics.counter(NAMESPACE, "metric_requests")
+        self._attempts = Metrics.counter(NAMESPACE, "metric_request_attempts")
+        self._failed = Metrics.counter(NAMESPACE, "metric_requests_failed")
+        self._latency = Metrics.distribution(NAMESPACE, "metric_latency_ms")
+
+    def start_bundle(self) -> None:
+        self._pending: PendingCalls[tuple[_RowCalls, str]] = PendingCalls(self._max_pending)
+
+    def process(self, row: GeneratedRow) -> Iterator[GeneratedRow]:
+        if row.failure is not None or row.item is None or not self._endpoints:
+            yield row
+            return
+        calls = _RowCalls(row, {})
+        ctx = MetricContext(row.item, row.sample)
+        submitted = []
+        for endpoint in self._endpoints:
+            try:
+                prepared = endpoint.metric.build_request(ctx)
+            except EvaluatorError as exc:
+                calls.replies[endpoint.key] = EndpointReply(error=str(exc), error_kind="request")
+                continue
+            except Exception as exc:  # noqa: BLE001 - a metric bug must fail its row, not the run
+                message = f"building the request raised {type(exc).__name__}: {exc}"
+                calls.replies[endpoint.key] = EndpointReply(error=message, error_kind="request")
+                continue
+            submitted.append((endpoint, prepared))
+        if not submitted:
+            yield self._finished(calls)
+            return
+        calls.remaining = len(submitted)
+        for endpoint, prepared in submitted:
+            future = endpoint.engine.submit(prepared, endpoint.handler, max_retries=endpoint.max_retries)
+            self._pending.add(future, (calls, endpoint.key))
+        yield from self._drain(block=self._pending.full)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for row in self._drain(block=True, until_empty=True):
+            yield in_global_window(row)
+
+    def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
+        for (calls, key), outcome in self._pending.drain(block, until_empty):
+            reply = reply_from_outcome(outcome)
+            calls.replies[key] = reply
+            self._requests.inc()
+            self._attempts.inc(reply.attempts)
+            self._latency.update(int(reply.latency_s * 1000))
+            if reply.error is not None:
+                self._failed.inc()
+            calls.remaining -= 1
+            if calls.remaining == 0:
+                yield self._finished(calls)
+
+    @staticmethod
+    def _finished(calls: _RowCalls) -> GeneratedRow:
+        return dataclasses.replace(calls.row, metric_responses=calls.replies)
