@@ -32,6 +32,9 @@ class RowFailure:
     phase: Phase
     messages: list[str]
     metric: str | None = None
+    #: True for rows never sent because a strict run was already stopping; they are
+    #: failed rows like any other, but never reported as the cause of the failure.
+    not_sent: bool = False
 
     @property
     def text(self) -> str:

@@ -37,6 +37,7 @@ class RunSummary:
 
     rows: int = 0
     errors: int = 0
+    not_sent: int = 0
     scores: dict[str, ScoreAccumulator] = field(default_factory=dict)
     labels: dict[str, Counter[str]] = field(default_factory=dict)
     corpus: dict[str, list[float]] = field(default_factory=dict)
@@ -63,7 +64,10 @@ class RunSummary:
                 self.corpus[key] = list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
         if row.failure is not None:
             self.errors += 1
-            if self.first_failure is None or row.row_index < self.first_failure.row_index:
+            self.not_sent += row.failure.not_sent
+            if not row.failure.not_sent and (
+                self.first_failure is None or row.row_index < self.first_failure.row_index
+            ):
                 self.first_failure = FirstFailure(
                     row.row_index, row.failure.phase, row.failure.metric, row.failure.text
                 )
@@ -84,6 +88,7 @@ class RunSummary:
         for part in parts:
             merged.rows += part.rows
             merged.errors += part.errors
+            merged.not_sent += part.not_sent
             merged.prompt_tokens += part.prompt_tokens
             merged.completion_tokens += part.completion_tokens
             merged.attempts += part.attempts
@@ -112,6 +117,7 @@ class RunSummary:
         latency = score_result(self.latency_ms, "latency_ms")
         return {
             "counts": {"rows": self.rows, "ok": self.rows - self.errors, "errors": self.errors},
+            "not_sent": self.not_sent,
             "scores": {name: score_result(acc, name) for name, acc in self.scores.items()},
             "labels": {name: dict(counts) for name, counts in self.labels.items()},
             "corpus": self.corpus,

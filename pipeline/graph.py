@@ -21,6 +21,7 @@ def build_graph(
     paths: list[str],
     output: str,
     limit: int | None,
+    run_id: str,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -30,11 +31,12 @@ def build_graph(
         paths: the dataset files, sorted.
         output: the output directory.
         limit: evaluate only rows with ``row_index < limit``.
+        run_id: unique per run; lets workers stop a failing strict run early.
     """
     scorer = RowScorer(config.metrics)
     rows = pipeline | "ReadRows" >> ReadRows(paths, config.dataset.format, limit)
     if config.target is not None:
-        generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config))
+        generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
     else:
         generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
     scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(ERRORS, main="rows")

@@ -11,6 +11,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from core.scoring import RowScorer
 from stats.corpus import corpus_result
+from stats.summary import ScoreAccumulator
+from stats.summary import result as score_result
 
 __all__ = ["RESULTS_FILE", "build_results", "read_json", "write_json_atomically"]
 
@@ -24,7 +26,8 @@ def build_results(
     run_info: dict[str, Any],
 ) -> dict[str, Any]:
     """The contract's results document: status, counts, aggregate scores, usage, config."""
-    scores = [summary["scores"][name] for name in scorer.score_names if name in summary["scores"]]
+    # An empty dataset still reports every score, with null statistics.
+    scores = [summary["scores"].get(name) or score_result(ScoreAccumulator(), name) for name in scorer.score_names]
     for key, metric in scorer.metrics:
         names = metric.corpus_output_names()
         if not names:

@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 import traceback
+import uuid
 from typing import Any
 
 import apache_beam as beam
@@ -24,7 +25,6 @@ from pipeline.output_dir import prepare_output
 from pipeline.preflight import preflight
 from pipeline.report import format_summary_table, unwrap_pipeline_error
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
-from stats.summary import ScoreAccumulator
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 
@@ -66,7 +66,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     started = time.time()
     runner = None if options.view_as(StandardOptions).runner else _local_runner()
     with beam.Pipeline(runner=runner, options=options) as pipeline:
-        build_graph(pipeline, config, paths, flags.output, limit)
+        build_graph(pipeline, config, paths, flags.output, limit, run_id=uuid.uuid4().hex)
     run_info = {
         "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
         "wall_time_s": round(time.time() - started, 3),
@@ -75,10 +75,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     if dry_run:
         return {"status": "dry_run", "run": run_info}
     summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
-    scorer = RowScorer(config.metrics)
-    for name in scorer.score_names:  # an empty dataset still reports every score, all null
-        summary["scores"].setdefault(name, ScoreAccumulator().result(name))
-    results = build_results(summary, scorer, config.public_dump(), run_info)
+    results = build_results(summary, RowScorer(config.metrics), config.public_dump(), run_info)
     _fail_if_strict(config, summary)
     write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
     return results
@@ -100,8 +97,9 @@ def _fail_if_strict(config: EvalConfig, summary: dict[str, Any]) -> None:
     metric = f" for metric '{first['metric']}'" if first["metric"] else ""
     raise RunFailed(
         f"evaluation failed during {where.get(first['phase'], first['phase'])}{metric} on row "
-        f"{first['row_index']}: {first['message']} ({counts['errors']} of {counts['rows']} rows failed; "
-        "rows/ and errors/ hold every row, results.json was not written).",
+        f"{first['row_index']}: {first['message']} ({counts['errors']} of {counts['rows']} rows failed"
+        + (f", {summary['not_sent']} of them not sent because the run stopped early" if summary["not_sent"] else "")
+        + "; rows/ and errors/ hold every row, results.json was not written).",
         hint="Fix the cause, or set params.ignore_request_failure: true to record failed rows as NaN "
         "and complete the run.",
     )

@@ -5,6 +5,10 @@ connection pool and one concurrency limit per process, shared by every DoFn inst
 thread) and emits results as they complete; ``finish_bundle`` waits for the rest. Each
 request is retried on its own inside the engine and a final failure becomes a failed row,
 so a Beam bundle retry never re-sends requests that already succeeded.
+
+In strict mode (``ignore_request_failure: false``) the first failed row makes the worker
+process stop sending: rows not yet sent are recorded as failed, not sent, so a broken
+endpoint costs a few requests rather than the whole dataset.
 """
 
 from __future__ import annotations
@@ -28,10 +32,9 @@ from transforms.async_calls import PendingCalls, in_global_window
 __all__ = ["GenerateSamples", "passthrough_offline"]
 
 NAMESPACE = "evaluator"
-_GENERATION_HINT = (
-    "Check the endpoint, credentials, request_timeout and max_retries, or set "
-    "params.ignore_request_failure: true to record failed rows as NaN."
-)
+_NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
+#: Runs (by id) whose strict-mode failure has been seen in this worker process.
+_STOPPING: set[str] = set()
 
 
 def passthrough_offline(row: InputRow) -> GeneratedRow:
@@ -42,8 +45,9 @@ def passthrough_offline(row: InputRow) -> GeneratedRow:
 class GenerateSamples(beam.DoFn):
     """Render the prompt, call the target, and emit a GeneratedRow per input row."""
 
-    def __init__(self, config: EvalConfig) -> None:
+    def __init__(self, config: EvalConfig, run_id: str) -> None:
         self._config = config
+        self._run_id = run_id
 
     def setup(self) -> None:
         config = self._config
@@ -58,6 +62,7 @@ class GenerateSamples(beam.DoFn):
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
         self._max_retries = params.max_retries
+        self._strict = not params.ignore_request_failure
         self._requests = Metrics.counter(NAMESPACE, "requests")
         self._retries = Metrics.counter(NAMESPACE, "retries")
         self._generated = Metrics.counter(NAMESPACE, "rows_generated")
@@ -71,6 +76,10 @@ class GenerateSamples(beam.DoFn):
     def process(self, row: InputRow) -> Iterator[GeneratedRow]:
         if row.failure is not None or row.item is None:
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure)
+            return
+        if self._run_id in _STOPPING:
+            failure = RowFailure("sample_generation", [_NOT_SENT], not_sent=True)
+            yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure)
             return
         try:
             rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
@@ -109,6 +118,8 @@ class GenerateSamples(beam.DoFn):
 
     def _failed_row(self, row: InputRow, message: str, info: InferenceInfo | None = None) -> GeneratedRow:
         self._failed.inc()
+        if self._strict:
+            _STOPPING.add(self._run_id)
         failure = RowFailure("sample_generation", [message])
         return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info)
 

@@ -110,3 +110,16 @@ def test_missing_prompt_field_is_a_generation_failure(clean_server, model_target
     assert error["row_index"] == 3 and error["phase"] == "sample_generation"
     assert f"'{prompt_field}'" in error["error"] and "item keys: ['answer', 'id']" in error["error"]
     assert clean_server.stats()["requests"] == 3
+
+
+def test_strict_mode_stops_sending_after_the_first_failure(clean_server, model_target, write_jsonl, run_eval):
+    clean_server.configure(error_rate=1.0, error_status=401, latency_ms=5)
+    rows = [{"question": f"question {i}", "answer": "a"} for i in range(300)]
+    result = run_eval(online_config(write_jsonl(rows), model_target(), parallelism=4))
+    assert result.code == 1
+    sent = clean_server.stats()["requests"]
+    assert sent < 50, f"{sent} requests sent to an endpoint that refused the first"
+    assert "401" in result.stderr and f"{300 - sent} of them not sent" in result.stderr
+    assert len(result.rows) == 300 and len(result.errors) == 300
+    not_sent = [e for e in result.errors if e["error"].startswith("not sent")]
+    assert len(not_sent) == 300 - sent
