@@ -137,6 +137,10 @@ class Metric(ABC, Generic[ConfigT]):
         """The corpus scores from the element-wise sum of every row's ``corpus_stats``."""
         return {}
 
+    def rubric_definitions(self) -> dict[str, list[tuple[str, float, str | None]]]:
+        """Rubric outputs and their levels ``(label, value, description)``; aggregated by label."""
+        return {}
+
     # Helpers shared by metrics.
     @staticmethod
     def candidate_template(candidate: str | None) -> Template:

@@ -8,6 +8,8 @@ from core.scoring import RowScorer
 from pipeline.config import EvalConfig
 from transforms.aggregate import SummarizeRun
 from transforms.generate import GenerateSamples, passthrough_offline
+from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
+from transforms.progress import ProgressLines, progress_settings
 from transforms.read import ReadRows
 from transforms.score import ERRORS, ScoreRows
 from transforms.write import WriteErrors, WriteRows, WriteSummary
@@ -34,12 +36,18 @@ def build_graph(
         run_id: unique per run; lets workers stop a failing strict run early.
     """
     scorer = RowScorer(config.metrics)
-    rows = pipeline | "ReadRows" >> ReadRows(paths, config.dataset.format, limit)
+    read = ReadRows(paths, config.dataset.format, limit)
+    rows = pipeline | "ReadRows" >> read
     if config.target is not None:
         generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
     else:
         generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
+    if needs_metric_calls(config.metrics):
+        generated = generated | "CallMetricEndpoints" >> beam.ParDo(CallMetricEndpoints(config.metrics))
     scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(ERRORS, main="rows")
     _ = scored.rows | "WriteRows" >> WriteRows(output, scorer.score_names, scorer.label_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(output)
     _ = scored.rows | "SummarizeRun" >> SummarizeRun() | "WriteSummary" >> WriteSummary(output)
+    interval, workers, local = progress_settings(pipeline.options)
+    if interval > 0:
+        _ = scored.rows | "Progress" >> ProgressLines(run_id, interval, workers, read.splits if local else None, limit)

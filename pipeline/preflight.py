@@ -20,9 +20,10 @@ from core.formats import (
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
-from core.records import GeneratedRow
+from core.records import EndpointReply, GeneratedRow
 from core.scoring import RowScorer
 from core.templates import Template
+from metrics.base import EndpointMetric, MetricContext
 from pipeline.config import EvalConfig
 
 __all__ = ["preflight"]
@@ -76,7 +77,12 @@ def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any
         if config.prompt_template is not None:
             Template(config.prompt_template, "prompt_template").render({**item, "item": item})
         return
-    scored = scorer.score(GeneratedRow(0, item, {}))
+    replies = {}
+    for key, metric in scorer.metrics:
+        if isinstance(metric, EndpointMetric):
+            metric.build_request(MetricContext(item, {}))  # renders its templates; sends nothing
+            replies[key] = EndpointReply(sample={})  # an empty reply: NaN scores, not a failure
+    scored = scorer.score(GeneratedRow(0, item, {}, metric_responses=replies or None))
     if scored.failure is not None:
         raise EvaluatorError(scored.failure.text)
 

@@ -11,6 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from core.scoring import RowScorer
 from stats.corpus import corpus_result
+from stats.rubric import mode_category
 from stats.summary import ScoreAccumulator
 from stats.summary import result as score_result
 
@@ -26,8 +27,18 @@ def build_results(
     run_info: dict[str, Any],
 ) -> dict[str, Any]:
     """The contract's results document: status, counts, aggregate scores, usage, config."""
-    # An empty dataset still reports every score, with null statistics.
-    scores = [summary["scores"].get(name) or score_result(ScoreAccumulator(), name) for name in scorer.score_names]
+    rubrics = {
+        f"{key}.{name}": levels
+        for key, metric in scorer.metrics
+        for name, levels in metric.rubric_definitions().items()
+    }
+    scores = []
+    for name in scorer.score_names:
+        # An empty dataset still reports every score, with null statistics.
+        result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name)
+        if name in rubrics:
+            result = rubric_score(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
+        scores.append(result)
     for key, metric in scorer.metrics:
         names = metric.corpus_output_names()
         if not names:
@@ -43,6 +54,20 @@ def build_results(
         "run": run_info,
         "config": config_dump,
     }
+
+
+def rubric_score(
+    range_result: dict[str, Any], label_counts: dict[str, int], levels: list[tuple[str, float, str | None]]
+) -> dict[str, Any]:
+    """The rubric form of an aggregate (REFERENCE_BEHAVIOUR.md 7.1): label counts and the mode."""
+    result = {k: v for k, v in range_result.items() if k not in ("percentiles", "histogram", "method")}
+    result["score_type"] = "rubric"
+    result["rubric_distribution"] = [
+        {"label": label, "description": description, "value": float(value), "count": label_counts.get(label, 0)}
+        for label, value, description in levels
+    ]
+    result["mode_category"] = mode_category({d["label"]: d["count"] for d in result["rubric_distribution"]})
+    return result
 
 
 def read_json(path: str) -> Any:

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
 
 from core.errors import DatasetError
 from core.formats import (
@@ -25,6 +26,7 @@ from core.formats import (
     read_parquet_row_group,
 )
 from core.records import InputRow, RowFailure
+from transforms.generate import NAMESPACE
 
 __all__ = ["ReadRows", "list_dataset_files"]
 
@@ -87,6 +89,15 @@ def _reading(path: str) -> Iterator[None]:
         raise DatasetError(f"cannot read dataset file {path!r}: {type(exc).__name__}: {exc}") from None
 
 
+def read_split_counted(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
+    """``read_split``, adding the rows it yields to the ``rows_read`` counter (once per split)."""
+    count = 0
+    for row in read_split(split, all_splits, limit):
+        count += 1
+        yield row
+    Metrics.counter(NAMESPACE, "rows_read").inc(count)
+
+
 def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
     """Yield the split's rows with their dataset positions, stopping at ``limit``."""
     offset = sum(s.rows for s in all_splits if (s.path, s.group) < (split.path, split.group))
@@ -124,8 +135,9 @@ class ReadRows(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[InputRow]:
         splits = pbegin | "ListFiles" >> beam.Create(self._paths) | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
+        self.splits = splits  # the planned Split records, for consumers that need the row total (progress)
         return (
             splits
             | "Distribute" >> beam.Reshuffle()
-            | "ReadSplits" >> beam.FlatMap(read_split, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
+            | "ReadSplits" >> beam.FlatMap(read_split_counted, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
         )

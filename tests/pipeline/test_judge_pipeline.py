@@ -1,0 +1,57 @@
+"""An online run with an LLM judge: one target call and one judge call per row, rubric aggregates."""
+
+ROWS = [
+    {"question": "capital of France?", "answer": "Paris"},
+    {"question": "capital of Japan?", "answer": "Tokyo"},
+    {"question": "capital of Italy?", "answer": "Rome"},
+    {"question": "capital of Spain?", "answer": "Madrid"},
+]
+REPLIES = {
+    "capital of France?": "Paris",
+    "capital of Japan?": "Tokyo",
+    "capital of Italy?": "Milan",
+    "capital of Spain?": "Madrid, I think",
+}
+
+
+def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_target, write_jsonl, run_eval):
+    clean_server.configure(
+        rules=[
+            {"match": "JUDGE: Paris vs Paris", "reply": '```json\n{"quality": "good", "confidence": 5}\n```'},
+            {"match": "JUDGE: Tokyo vs Tokyo", "reply": '{"quality": "good", "confidence": 4}'},
+            {"match": "JUDGE: Milan vs Rome", "reply": 'Verdict: {"quality": "bad", "confidence": 5}'},
+            {"match": "JUDGE:", "reply": '{"quality": "so-so", "confidence": 9}'},
+            *({"match": q, "reply": a} for q, a in REPLIES.items()),
+        ]
+    )
+    judge = {
+        "type": "llm-judge",
+        "model": {"url": clean_server.base_url, "name": "judge", "format": "openai"},
+        "prompt_template": {
+            "messages": [{"role": "user", "content": "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"}]
+        },
+        "scores": [
+            {"name": "quality", "rubric": [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]},
+            {"name": "confidence", "minimum": 1, "maximum": 5},
+        ],
+    }
+    config = {
+        "dataset": {"path": str(write_jsonl(ROWS))},
+        "target": model_target(),
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}, judge],
+    }
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 4, "ok": 4, "errors": 0}
+    per_prompt = clean_server.stats()["per_prompt"]
+    assert clean_server.stats()["requests"] == 8 and set(per_prompt.values()) == {1}
+    quality = result.score("llm-judge.quality")
+    assert quality["score_type"] == "rubric"
+    assert (quality["count"], quality["nan_count"], quality["mean"]) == (3, 1, 2 / 3)
+    assert [(d["label"], d["count"]) for d in quality["rubric_distribution"]] == [("bad", 1), ("good", 2)]
+    assert quality["mode_category"] == "good"
+    confidence = result.score("llm-judge.confidence")
+    assert (confidence["count"], confidence["nan_count"], confidence["sum"]) == (3, 1, 14.0)  # 9 is out of range
+    rows = result.rows
+    assert [r["llm-judge.quality.label"] for r in rows] == ["good", "good", "bad", ""]
