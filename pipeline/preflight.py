@@ -6,14 +6,16 @@ row, and the endpoint must accept a TCP connection. Nothing here sends a paid re
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 from apache_beam.io.filesystems import FileSystems
 
-from core.errors import DatasetError, EndpointError, EvaluatorError
+from core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError
 from core.formats import (
     detect_format,
     iter_records,
@@ -23,6 +25,7 @@ from core.formats import (
 from core.records import EndpointReply, GeneratedRow
 from core.scoring import RowScorer
 from core.templates import Template
+from inference.targets import make_handler
 from metrics.base import EndpointMetric, MetricContext
 from pipeline.config import EvalConfig
 
@@ -49,9 +52,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
     if config.target is not None:
-        endpoint = config.target.model or config.target.agent
-        assert endpoint is not None
-        _check_reachable(endpoint.url)
+        _check_target(config)
 
 
 def _first_row(path: str, configured_format: str) -> dict[str, Any] | None:
@@ -85,6 +86,33 @@ def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any
     scored = scorer.score(GeneratedRow(0, item, {}, metric_responses=replies or None))
     if scored.failure is not None:
         raise EvaluatorError(scored.failure.text)
+
+
+def _check_target(config: EvalConfig) -> None:
+    """The key's variable is set, the host accepts connections, and the credentials are accepted."""
+    assert config.target is not None
+    endpoint = config.target.model or config.target.agent
+    assert endpoint is not None
+    key_env = endpoint.api_key_env
+    if key_env and not os.environ.get(key_env):
+        raise ConfigError(
+            f"the target's api_key_env names the environment variable {key_env!r}, but it is not set; "
+            "export it before running (the key itself never goes in the config)."
+        )
+    _check_reachable(endpoint.url)
+    handler = make_handler(config.target, config.params, os.environ.get(key_env) if key_env else None)
+    if handler.probe_url is None:
+        return
+    try:
+        status = httpx.get(handler.probe_url, headers=dict(handler.headers), timeout=CONNECT_TIMEOUT_S).status_code
+    except httpx.HTTPError:
+        return  # reachable over TCP; an endpoint without a working models listing is fine
+    if status in (401, 403):
+        where = f"the key in ${key_env}" if key_env else "target.model.api_key_env (no key was sent)"
+        raise EndpointError(
+            f"preflight: {handler.probe_url} rejected the credentials (HTTP {status}).",
+            hint=f"Check {where}.",
+        )
 
 
 def _check_reachable(url: str) -> None:

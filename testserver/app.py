@@ -134,6 +134,10 @@ class StubServer:
 
     async def _dispatch(self, request: Request) -> Response | None:
         kind = _INFERENCE.get(request.path)
+        api_key = self.faults.config.api_key
+        guarded = kind is not None or request.path in ("/v1/models", "/models")
+        if api_key and guarded and request.headers.get("authorization") != f"Bearer {api_key}":
+            return json_response(401, error_body(401, "invalid API key"))
         if kind is not None:
             if request.method != "POST":
                 return json_response(405, error_body(405, "use POST"))

@@ -57,6 +57,8 @@ class FaultConfig(BaseModel):
         empty_rate: probability of a 200 whose content is "".
         seed: seed of the random generator.
         rules: scripted rules; the first whose ``match`` is in the prompt wins.
+        api_key: when set, inference and models requests without
+            ``Authorization: Bearer <api_key>`` get 401.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -74,6 +76,7 @@ class FaultConfig(BaseModel):
     empty_rate: float = Field(default=0.0, ge=0, le=1)
     seed: int = 0
     rules: list[Rule] = Field(default_factory=list)
+    api_key: str | None = None
 
     def updated(self, patch: Mapping[str, Any]) -> FaultConfig:
         """Return a validated copy with the fields in ``patch`` replaced.

@@ -34,12 +34,15 @@ class TargetHandler(ABC):
             are shared per key.
         headers: the headers sent with every request (may hold Authorization).
         secrets: literal strings (the API key) to mask in any message.
+        probe_url: a free GET that checks reachability and credentials before a run (a
+            models listing); None when the endpoint has none.
 
     """
 
     endpoint_key: str
     headers: Mapping[str, str]
     secrets: tuple[str, ...] = ()
+    probe_url: str | None = None
 
     @abstractmethod
     def prepare(self, rendered: Any, item: Mapping[str, Any] | None = None) -> PreparedRequest:

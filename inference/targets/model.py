@@ -60,6 +60,7 @@ class ModelHandler(TargetHandler):
         self.target = target
         self.base_url, self.chat_url, self.completions_url = endpoint_urls(target.url)
         self.endpoint_key = endpoint_key(self.base_url, target.name, api_key)
+        self.probe_url = self.base_url.split("?", 1)[0].rstrip("/") + "/models"
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         headers.update(target.default_headers or {})
         if api_key:

@@ -123,3 +123,21 @@ def test_strict_mode_stops_sending_after_the_first_failure(clean_server, model_t
     assert len(result.rows) == 300 and len(result.errors) == 300
     not_sent = [e for e in result.errors if e["error"].startswith("not sent")]
     assert len(not_sent) == 300 - sent
+
+
+def test_preflight_rejects_bad_credentials_and_unset_key_variables(
+    clean_server, model_target, write_jsonl, run_eval, monkeypatch
+):
+    clean_server.configure(api_key="right-key")
+    config = online_config(write_jsonl(QA[:3]), model_target(api_key_env="EVAL_PREFLIGHT_KEY"))
+    monkeypatch.delenv("EVAL_PREFLIGHT_KEY", raising=False)
+    unset = run_eval(config)
+    assert unset.code == 2 and "'EVAL_PREFLIGHT_KEY', but it is not set" in unset.stderr
+    monkeypatch.setenv("EVAL_PREFLIGHT_KEY", "wrong-key")
+    wrong = run_eval(config)
+    assert wrong.code == 2 and "rejected the credentials (HTTP 401)" in wrong.stderr
+    assert "wrong-key" not in wrong.stderr and clean_server.stats()["requests"] == 0
+    monkeypatch.setenv("EVAL_PREFLIGHT_KEY", "right-key")
+    right = run_eval(config)
+    assert right.code == 0, right.stderr
+    assert right.results["counts"]["ok"] == 3
