@@ -193,7 +193,7 @@ def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) ->
     }
 
 
-def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int) -> list[dict[str, Any]]:
+def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int, progress: str) -> list[dict[str, Any]]:
     """Rows/s against the local test server with 1 and 2 local worker processes."""
     from testserver.harness import ServerProcess
 
@@ -202,13 +202,17 @@ def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int) -> l
         for n in sizes:
             path = dataset(cache, n)
             for workers in (1, 2):
-                extra = ["--progress_interval=0"]
+                extra = [f"--progress_interval={progress}"]
                 if workers > 1:
                     extra += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
-                measured = run_once(online_config(path, server.base_url, parallelism), work, f"online-{n}-{workers}", extra)
+                measured = run_once(
+                    online_config(path, server.base_url, parallelism), work, f"online-{n}-{workers}", extra
+                )
                 measured.update(mode="online", size=n, workers=workers, parallelism=parallelism, server_latency_ms=50)
                 results.append(measured)
-                print(f"online {n:>9,} rows, {workers} worker(s): {measured['rows_per_s']:,.0f} rows/s", file=sys.stderr)
+                print(
+                    f"online {n:>9,} rows, {workers} worker(s): {measured['rows_per_s']:,.0f} rows/s", file=sys.stderr
+                )
     return results
 
 
@@ -234,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--online", action="store_true", help="also measure online rows/s (1 and 2 workers)")
     parser.add_argument("--online-sizes", default="20000", help="row counts for --online")
     parser.add_argument("--parallelism", type=int, default=64, help="params.parallelism for --online")
+    parser.add_argument("--progress-interval", default="10", help="--progress_interval of the runs (0: none)")
     args = parser.parse_args(argv)
     sizes = list(SMOKE_SIZES) if args.smoke else [int(s) for s in args.sizes.split(",") if s.strip()]
 
@@ -241,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         work = Path(tmp)
         for n in sizes:
-            measured = run_once(offline_config(dataset(args.cache, n)), work, f"offline-{n}", ["--progress_interval=0"])
+            measured = run_once(
+                offline_config(dataset(args.cache, n)),
+                work,
+                f"offline-{n}",
+                [f"--progress_interval={args.progress_interval}"],
+            )
             if measured["rows"] != n:
                 raise RuntimeError(f"expected {n} rows in results.json, got {measured['rows']}")
             measured.update(mode="offline", size=n, workers=1)
@@ -254,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil_rmtree(work / f"out-offline-{n}")
         if args.online:
             online_sizes = [200] if args.smoke else [int(s) for s in args.online_sizes.split(",") if s.strip()]
-            results += run_online(online_sizes, args.cache, work, args.parallelism)
+            results += run_online(online_sizes, args.cache, work, args.parallelism, args.progress_interval)
 
     report = {
         "benchmark": "scale",

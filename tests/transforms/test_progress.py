@@ -44,7 +44,8 @@ def test_progress_lines_on_stderr_during_a_local_run(write_parquet, run_eval):
         assert 0 <= done <= 5000
         # The total (and so the ETA) is known from the first scored row on.
         assert (match["total"], bool(match["eta"])) == (("5,000", True) if done else (None, False)), line
-        assert errors == (done + 1) // 10, line  # rows are scored in order within the single file
+        # Rows are scored in order within the single file; the counters are read while they move.
+        assert abs(errors - (done + 1) // 10) <= 5, line
         counts.append(done)
     assert counts == sorted(counts)
     assert "progress:" not in result.stdout

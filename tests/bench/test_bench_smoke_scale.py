@@ -1,0 +1,24 @@
+"""``bench/scale.py --smoke`` runs end to end and reports a throughput for every size."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from testserver.harness import PROJECT_ROOT
+
+
+def test_scale_bench_smoke(tmp_path: Path) -> None:
+    report_path = tmp_path / "scale.json"
+    cmd = [sys.executable, "bench/scale.py", "--smoke", "--cache", str(tmp_path / "data"), "--json", str(report_path)]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    results = report["results"]
+    assert [r["size"] for r in results] == [200, 2000]
+    for r in results:
+        assert r["rows"] == r["size"] and r["ok"] == r["size"]
+        assert r["rows_per_s"] > 0 and r["wall_s"] > 0
+        assert 0 < r["peak_rss_tree_mib"] < 2048
+        assert 0.65 <= r["exact_match_mean"] <= 0.95  # about 80% of generated outputs match
+    assert "| offline |" in done.stdout
