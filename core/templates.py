@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, UndefinedError
@@ -24,6 +24,8 @@ from core.errors import TemplateError
 __all__ = ["Template", "metric_context", "render_text"]
 
 _ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MISSING = object()
 _MISSING_ATTR = re.compile(r"has no attribute '([^']+)'|'([^']+)' is undefined")
 
 
@@ -130,7 +132,8 @@ def _compile(source: Any, name: str) -> Any:
                     return _json_or_text(value)
                 return value
 
-            return render_expression
+            path = _dotted_path(expression)
+            return render_expression if path is None else _lookup(path, render_expression)
         compiled_template = _ENV.from_string(source)
     except TemplateSyntaxError as exc:
         raise TemplateError(f"template '{name}' has a syntax error at line {exc.lineno}: {exc.message}") from None
@@ -163,6 +166,37 @@ def _single_expression(source: str) -> str | None:
     ):
         return text[2:-2].strip()
     return None
+
+
+def _dotted_path(expression: str) -> list[str] | None:
+    """The names of a plain ``a.b.c`` expression whose lookups can skip Jinja, else None."""
+    if not _DOTTED.match(expression):
+        return None
+    names = expression.split(".")
+    # Jinja resolves ``d.keys`` to the dict method and ``_x`` through the sandbox: leave those to it.
+    if any(name.startswith("_") or hasattr(dict, name) for name in names[1:]):
+        return None
+    return names
+
+
+def _lookup(path: list[str], fallback: Callable[[Mapping[str, Any]], Any]) -> Callable[[Mapping[str, Any]], Any]:
+    """Resolve ``a.b.c`` through plain dicts directly (most templates are this), else via Jinja.
+
+    Same result as Jinja for dict values; anything else (a missing key, an object, a
+    list) goes to ``fallback``, which raises the usual errors. Saves most of the per-row
+    template cost on offline runs.
+    """
+    first, rest = path[0], path[1:]
+
+    def render(ctx: Mapping[str, Any]) -> Any:
+        value = ctx.get(first, _MISSING)
+        for name in rest:
+            if type(value) is not dict or name not in value:
+                return fallback(ctx)
+            value = value[name]
+        return fallback(ctx) if value is _MISSING else value
+
+    return render
 
 
 def _json_or_text(value: str) -> Any:

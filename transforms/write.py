@@ -6,17 +6,22 @@ Beam's file sinks write shards from the workers; nothing is gathered in the driv
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.utils.windowed_value import WindowedValue
 
 from core.records import ScoredRow
+from transforms.async_calls import in_global_window
 
 __all__ = ["SUMMARY_FILE", "WriteErrors", "WriteRows", "WriteSummary", "rows_schema"]
 
 SUMMARY_FILE = "_summary.json"
+#: Rows per Arrow table handed to the Parquet writer.
+BATCH_ROWS = 5000
 
 _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("latency_ms", pa.float64()),
@@ -65,6 +70,31 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     return record
 
 
+class _ToArrowBatches(beam.DoFn):
+    """Turn scored rows into Arrow tables of up to ``BATCH_ROWS`` rows (one C++ conversion per batch)."""
+
+    def __init__(self, schema: pa.Schema, label_names: list[str]) -> None:
+        self._schema = schema
+        self._label_names = label_names
+
+    def start_bundle(self) -> None:
+        self._batch: list[dict[str, Any]] = []
+
+    def process(self, row: ScoredRow) -> Iterator[pa.Table]:
+        self._batch.append(row_record(row, self._label_names))
+        if len(self._batch) >= BATCH_ROWS:
+            yield self._flush()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if self._batch:
+            yield in_global_window(self._flush())
+
+    def _flush(self) -> pa.Table:
+        table = pa.Table.from_pylist(self._batch, schema=self._schema)
+        self._batch = []
+        return table
+
+
 class WriteRows(beam.PTransform):
     """Write every scored row to ``<output>/rows/`` as Parquet shards."""
 
@@ -77,8 +107,8 @@ class WriteRows(beam.PTransform):
     def expand(self, rows: beam.PCollection[ScoredRow]) -> Any:
         return (
             rows
-            | "ToRecords" >> beam.Map(row_record, self._label_names)
-            | "Parquet" >> beam.io.WriteToParquet(self._prefix, self._schema, file_name_suffix=".parquet")
+            | "ToArrow" >> beam.ParDo(_ToArrowBatches(self._schema, self._label_names))
+            | "Parquet" >> beam.io.WriteToParquetBatched(self._prefix, self._schema, file_name_suffix=".parquet")
         )
 
 

@@ -74,3 +74,17 @@ def test_render_text_accepts_numbers_and_rejects_structures():
 def test_tojson_in_text_template_must_produce_json():
     with pytest.raises(TemplateError, match="must be JSON"):
         render("value: {{ item.s | tojson }}", {"s": "x"})
+
+
+def test_dotted_lookups_take_the_fast_path_with_jinja_semantics():
+    item = {"a": {"b": 1}, "keys": "value", "none": None}
+    assert render("{{ item.a.b }}", item) == 1
+    assert render("{{ a.b }}", item) == 1
+    assert render("{{ item.none }}", item) is None
+    assert callable(render("{{ item.keys }}", item))  # Jinja's getattr-first rule, kept
+    with pytest.raises(TemplateError, match="'c'"):
+        render("{{ item.a.c }}", item)
+    with pytest.raises(TemplateError, match="'zz'"):
+        render("{{ zz }}", item)
+    with pytest.raises(TemplateError, match="sandbox"):
+        render("{{ item.__class__ }}", item)
