@@ -6,8 +6,6 @@ import math
 from collections.abc import Sequence
 
 from pydantic import Field
-from sacrebleu.metrics.bleu import BLEU as SacreBLEU
-from sacrebleu.metrics.bleu import BLEUScore
 
 from core.errors import MetricError
 from core.templates import Template, render_text
@@ -43,8 +41,10 @@ class Bleu(Metric[BleuConfig]):
         super().__init__(config)
         self._candidate = Candidate(config.candidate)
         self._references = [Template(source, f"references[{index}]") for index, source in enumerate(config.references)]
+        from sacrebleu.metrics.bleu import BLEU  # imported only when a run uses BLEU
+
         # What sacrebleu.sentence_bleu builds on every call, built once (13a, exp smoothing).
-        self._sentence = SacreBLEU(effective_order=True)
+        self._sentence = BLEU(effective_order=True)
 
     def output_names(self) -> list[str]:
         return ["sentence"]
@@ -93,7 +93,7 @@ class Bleu(Metric[BleuConfig]):
                 "the statistics must come from Bleu.corpus_stats."
             )
         counts = [round(value) for value in totals]
-        score: BLEUScore = SacreBLEU.compute_bleu(
+        score = type(self._sentence).compute_bleu(
             correct=counts[2 : 2 + MAX_NGRAM_ORDER],
             total=counts[2 + MAX_NGRAM_ORDER :],
             sys_len=counts[0],

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from rouge_score.rouge_scorer import RougeScorer
-
 from core.templates import Template
 from metrics.base import Metric, MetricContext, register
 from metrics.operands import Candidate, TextPairConfig, text_pair
@@ -36,6 +34,8 @@ class Rouge(Metric[RougeConfig]):
         super().__init__(config)
         self._reference = Template(config.reference, "reference")
         self._candidate = Candidate(config.candidate)
+        from rouge_score.rouge_scorer import RougeScorer  # imports nltk (~0.4 s): only when used
+
         self._scorer = RougeScorer(list(ROUGE_OUTPUTS), use_stemmer=True)
 
     def output_names(self) -> list[str]:

@@ -77,7 +77,7 @@ def test_scorer_is_built_once(build, row, monkeypatch) -> None:
     def fail(*args, **kwargs):
         raise AssertionError("RougeScorer built per row")
 
-    monkeypatch.setattr("metrics.rouge.RougeScorer", fail)
+    monkeypatch.setattr("rouge_score.rouge_scorer.RougeScorer", fail)
     metric.score(row({}, output_text="x"))
     assert metric._scorer is scorer_before
 
