@@ -20,9 +20,7 @@ class RandomSource(Protocol):
         ...
 
 
-def backoff_delay(
-    attempt: int, rng: RandomSource, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_CAP_S
-) -> float:
+def backoff_delay(attempt: int, rng: RandomSource, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_CAP_S) -> float:
     """Return the jittered wait after failed attempt number ``attempt`` (1-based).
 
     Full jitter: uniform in ``[0, min(cap, base * 2 ** (attempt - 1)))``.

@@ -11,12 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
-from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from inference.errors import ResponseError
+from inference.errors import FailureClass, MalformedResponseError, ResponseError
 
 __all__ = [
     "Failure",
@@ -27,8 +26,6 @@ __all__ = [
     "redact",
     "safe_url",
 ]
-
-FailureClass = Literal["hard_overload", "soft_overload", "transient", "fatal"]
 
 _HARD_OVERLOAD = frozenset({429, 503})
 _TRANSIENT = frozenset({408, 500, 502, 504})
@@ -118,10 +115,10 @@ def classify(
 
     """
     where = f" from {safe_url(url)}" if url else ""
-    if isinstance(cause, int) and not isinstance(cause, bool):
-        failure = _classify_status(cause, where, headers, body, now)
-    else:
+    if isinstance(cause, BaseException):
         failure = _classify_exception(cause, url, where)
+    else:
+        failure = _classify_status(int(cause), where, headers, body, now)
     message = redact(one_line(failure.message), secrets)
     if message is failure.message:
         return failure
@@ -152,8 +149,10 @@ def _classify_status(
 
 def _classify_exception(exc: BaseException, url: str | None, where: str) -> Failure:
     host = _host(url)
+    if isinstance(exc, MalformedResponseError):
+        return Failure("transient", True, None, None, f"malformed reply{where}: {exc.message}")
     if isinstance(exc, ResponseError):
-        return Failure(exc.failure_class, exc.retryable, None, None, f"{exc.message}{where}")  # type: ignore[arg-type]
+        return Failure(exc.failure_class, exc.retryable, None, None, exc.message)
     if isinstance(exc, json.JSONDecodeError):
         return Failure("transient", True, None, None, f"malformed reply{where}: the body is not valid JSON ({exc.msg})")
     if isinstance(exc, httpx.ConnectTimeout):
@@ -166,7 +165,10 @@ def _classify_exception(exc: BaseException, url: str | None, where: str) -> Fail
         return Failure("transient", True, None, None, f"could not connect to {host}: {_describe(exc)}")
     if isinstance(exc, (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, ConnectionError)):
         return Failure(
-            "transient", True, None, None,
+            "transient",
+            True,
+            None,
+            None,
             f"connection to {host} was reset or closed before a complete reply ({_describe(exc)})",
         )
     if isinstance(exc, httpx.NetworkError):

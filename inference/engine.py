@@ -12,13 +12,13 @@ import threading
 from collections import deque
 from typing import ClassVar
 
-import httpx
-
 from core.errors import EndpointError
+from inference.backoff import RandomSource
 from inference.counters import CounterSnapshot, EngineCounters
 from inference.limiter import AdaptiveLimiter
 from inference.loop import background_loop, stop_background_loop
 from inference.outcome import Outcome
+from inference.pool import ShardedClient
 from inference.prepared import PreparedRequest
 from inference.retry import RetryPolicy, call_with_retries
 from inference.targets.base import TargetHandler
@@ -37,7 +37,8 @@ class InferenceEngine:
     Get one with ``InferenceEngine.shared(...)``: engines are registered per
     ``handler.endpoint_key`` and process, so every DoFn instance (and the LLM judge) in a
     worker shares one HTTP/1.1 keep-alive pool and one ``AdaptiveLimiter`` per endpoint.
-    Settings come from the first ``shared`` call for a key.
+    Settings come from the first ``shared`` call for a key. The HTTP/1.1 keep-alive pool
+    holds ``parallelism`` connections, split over ``ShardedClient`` shards of 8.
 
     Args:
         handler: a handler of this endpoint (its headers become the client's defaults).
@@ -60,26 +61,16 @@ class InferenceEngine:
         max_retries: int,
         request_timeout: float | None,
         *,
-        rng: random.Random | None = None,
+        rng: RandomSource | None = None,
     ) -> None:
         self.endpoint_key = handler.endpoint_key
+        self._registry_key = self.endpoint_key
         self.parallelism = parallelism
         self.max_retries = max_retries
         self.request_timeout = request_timeout or DEFAULT_TIMEOUT_S
         self._loop = background_loop()
         self._headers = dict(handler.headers)
-        self._client = httpx.AsyncClient(
-            headers=self._headers,
-            timeout=httpx.Timeout(self.request_timeout),
-            limits=httpx.Limits(
-                max_connections=parallelism,
-                max_keepalive_connections=parallelism,
-                keepalive_expiry=30.0,
-            ),
-            http1=True,
-            http2=False,
-            follow_redirects=False,
-        )
+        self._client = ShardedClient(parallelism, self.request_timeout, self._headers)
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
         self._rng = rng or random.Random()
@@ -107,19 +98,21 @@ class InferenceEngine:
             request_timeout: seconds per attempt (None: 600 s).
 
         Returns:
-            The shared engine (the first call's settings win).
+            The shared engine for this endpoint, concurrency limit and timeout (a process
+            that runs several evaluations, such as a test session, gets one per setting;
+            ``max_retries`` is only a default, callers pass their own per request).
 
         """
+        key = f"{handler.endpoint_key}|{parallelism}|{request_timeout}"
         with cls._registry_lock:
             if cls._registry_pid != os.getpid():  # forked: the parent's engines are not ours
                 cls._registry = {}
                 cls._registry_pid = os.getpid()
-            engine = cls._registry.get(handler.endpoint_key)
+            engine = cls._registry.get(key)
             if engine is None or engine._closed:
                 engine = cls(handler, parallelism, max_retries, request_timeout)
-                cls._registry[handler.endpoint_key] = engine
-            elif (engine.parallelism, engine.max_retries) != (parallelism, max_retries):
-                log.debug("reusing the engine for %s with its first settings", handler.endpoint_key)
+                engine._registry_key = key
+                cls._registry[key] = engine
             return engine
 
     def submit(
@@ -145,7 +138,13 @@ class InferenceEngine:
         self._inbox.append((prepared, handler, future, retries))
         if not self._drain_scheduled:
             self._drain_scheduled = True
-            self._loop.call_soon_threadsafe(self._drain)
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop is gone (interpreter shutting down)
+                self._drain_scheduled = False
+                self._closed = True
+                while self._inbox:
+                    _resolve(self._inbox.popleft()[2], _closed_outcome())
         return future
 
     def call(self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None) -> Outcome:
@@ -158,7 +157,11 @@ class InferenceEngine:
         """Run one request as a coroutine (what ``submit`` runs), for code already on the engine's loop."""
         retries = self.max_retries if max_retries is None else max_retries
         outcome = await call_with_retries(
-            self._client, self.limiter, handler, prepared, self._policy(retries),
+            self._client,
+            self.limiter,
+            handler,
+            prepared,
+            self._policy(retries),
             client_headers=self._client_headers,
         )
         self._counters.add(outcome)
@@ -183,9 +186,14 @@ class InferenceEngine:
             if self._closed:
                 return
             self._closed = True
-            if self._registry.get(self.endpoint_key) is self:
-                del self._registry[self.endpoint_key]
+            if self._registry.get(self._registry_key) is self:
+                del self._registry[self._registry_key]
         if self._loop.is_closed():
+            return
+        if _running_loop() is self._loop:  # called from a coroutine on our loop: cannot block it
+            task = self._loop.create_task(self._shutdown())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
             return
         shutdown = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         try:
@@ -240,11 +248,21 @@ class InferenceEngine:
 
     async def _shutdown(self) -> None:
         self._drain()
+        current = asyncio.current_task()
         for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if task is not current:
+                task.cancel()
+        others = [task for task in self._tasks if task is not current]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
         await self._client.aclose()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _resolve(future: concurrent.futures.Future[Outcome], outcome: Outcome) -> None:

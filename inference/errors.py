@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["EmptyAnswerError", "MalformedResponseError", "ResponseError", "UnusableResponseError"]
+from typing import ClassVar, Literal
+
+__all__ = ["EmptyAnswerError", "FailureClass", "MalformedResponseError", "ResponseError", "UnusableResponseError"]
+
+FailureClass = Literal["hard_overload", "soft_overload", "transient", "fatal"]
 
 
 class ResponseError(Exception):
@@ -13,8 +17,8 @@ class ResponseError(Exception):
 
     """
 
-    failure_class = "fatal"
-    retryable = False
+    failure_class: ClassVar[FailureClass] = "fatal"
+    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -22,10 +26,14 @@ class ResponseError(Exception):
 
 
 class MalformedResponseError(ResponseError):
-    """The reply is not valid JSON or lacks the expected fields (``choices``): retryable."""
+    """The reply lacks the expected fields (``choices``): retryable.
 
-    failure_class = "transient"
-    retryable = True
+    Its message is the detail only ("it has no choices"); the classifier adds
+    "malformed reply from <url>: ".
+    """
+
+    failure_class: ClassVar[FailureClass] = "transient"
+    retryable: ClassVar[bool] = True
 
 
 class EmptyAnswerError(ResponseError):

@@ -15,33 +15,42 @@ class AdaptiveLimiter:
     """An asyncio concurrency limit that adapts to overload signals (AIMD).
 
     The limit is a hard cap on requests in flight: ``slot()`` waits (FIFO) while
-    ``in_flight >= limit``, and ``limit <= max_limit`` always holds.
+    ``in_flight >= limit``, and ``1 <= limit <= max_limit`` always holds.
 
     Rule:
 
-    * Start at ``max_limit`` (no slow start: a healthy endpoint gets full parallelism
-      from the first request).
-    * Hard overload (429, 503): ``limit = max(1, limit // 2)``.
-      Soft overload (timeouts): ``limit = max(1, min(limit - 1, int(limit * 0.8)))``.
+    * Start at ``max_limit``: a healthy endpoint gets full parallelism from the first
+      request (no slow start).
+    * Decrease: hard overload (429, 503) halves the limit, ``limit = max(1, limit // 2)``;
+      soft overload (timeouts) takes a fifth off, ``max(1, min(limit - 1, int(limit * 0.8)))``.
+      Either remembers the limit before the decrease as ``w_max``, the last overload point.
     * At most one decrease per window: a decrease opens a window that stays open until
       every request that was in flight at the time of the decrease has finished. Overload
       replies and successes recorded while it is open are ignored, so a burst of 429s from
       one round trip halves the limit once, and replies to requests sent under the old
-      limit cannot undo the decrease.
-    * Additive increase: outside a window, every ``max(1, limit // growth_divisor)``
-      successes raise the limit by 1, i.e. about ``+growth_divisor`` per round trip when
-      the limit is in use (with the default 4: 1 -> 4 in one or two round trips, then +4 per
-      round trip), capped at ``max_limit``.
+      limit can neither cut it again nor undo the cut.
+    * Additive increase, outside a window: +1 after every N successes, where
+
+      - ``N = limit`` (about +1 per round trip) when ``w_max >= 8`` and
+        ``w_max - m <= limit < w_max - 1``, with ``m = w_max // 8``: approaching the last
+        overload point;
+      - ``N = 2 * limit`` (+1 per two round trips) when ``w_max >= 8`` and
+        ``w_max - 1 <= limit <= w_max + m``: probing at and just past it;
+      - ``N = max(1, limit // growth_divisor)`` (about +8 per round trip by default)
+        otherwise: fast recovery after a cut, and fast growth once well past ``w_max``
+        (the endpoint got more capacity). From 1 back to 64 takes 10 round trips.
     * Transient and fatal failures leave the limit alone.
 
-    Against an endpoint that answers 429 above K requests in flight this settles in a
-    saw-tooth between about K/2 and K + 4, averaging close to K.
+    Against an endpoint that answers 429 above K requests in flight (K=16, limit 64) this
+    settles into a 5-round-trip cycle 8, 15, 16, 16, 17: about 0.9 K requests accepted per
+    round trip, one halving per cycle.
 
-    All methods must be called from the event loop that runs the requests.
+    All methods must be called from the event loop that runs the requests, and
+    ``record`` while the attempt still holds its slot.
 
     Args:
         max_limit: the cap (``params.parallelism``), at least 1.
-        growth_divisor: successes needed per +1 are ``limit // growth_divisor``.
+        growth_divisor: in the fast region, successes per +1 are ``limit // growth_divisor``.
         soft_factor: multiplicative decrease on soft overload.
 
     """
@@ -54,6 +63,7 @@ class AdaptiveLimiter:
         "_next_ticket",
         "_soft_factor",
         "_waiters",
+        "_w_max",
         "_window_end",
         "_window_remaining",
         "decreases",
@@ -62,7 +72,7 @@ class AdaptiveLimiter:
         "peak",
     )
 
-    def __init__(self, max_limit: int, *, growth_divisor: int = 4, soft_factor: float = 0.8) -> None:
+    def __init__(self, max_limit: int, *, growth_divisor: int = 8, soft_factor: float = 0.8) -> None:
         if max_limit < 1:
             raise ValueError(f"max_limit must be at least 1, got {max_limit}")
         self.max_limit = max_limit
@@ -74,6 +84,7 @@ class AdaptiveLimiter:
         self._next_ticket = 0
         self._window_end = 0
         self._window_remaining = 0
+        self._w_max = 0
         self._waiters: deque[asyncio.Future[int]] = deque()
         self.peak = 0
         self.decreases = 0
@@ -109,7 +120,7 @@ class AdaptiveLimiter:
             if self._window_remaining > 0 or self._limit >= self.max_limit:
                 return
             self._credit += 1
-            if self._credit >= max(1, self._limit // self._growth_divisor):
+            if self._credit >= self._successes_per_step():
                 self._credit = 0
                 self._limit += 1
                 self._wake()
@@ -125,10 +136,19 @@ class AdaptiveLimiter:
             self.ignored += 1
             return
         self.decreases += 1
+        self._w_max = self._limit
         self._limit = new_limit
         self._credit = 0
         self._window_end = self._next_ticket
         self._window_remaining = self._in_flight
+
+    def _successes_per_step(self) -> int:
+        limit, w_max = self._limit, self._w_max
+        margin = max(1, w_max // 8)
+        if w_max >= 8 and w_max - margin <= limit <= w_max + margin:
+            # near the last overload point: +1 per round trip, +1 per two at or above it
+            return limit if limit < w_max - 1 else 2 * limit
+        return max(1, limit // self._growth_divisor)
 
     def _grant(self) -> int:
         self._in_flight += 1

@@ -20,7 +20,7 @@ class Outcome:
         sample: the parsed sample (``output_text``, ``response``, …) on success.
         error: the final failure (message with cause and HTTP status, ``failure_class``,
             ``attempts``); never holds API keys.
-        status: the last HTTP status seen, None when no response arrived.
+        status: the HTTP status of the last attempt; None when it got no response.
         attempts: HTTP attempts made (0 when the request could not even be built).
         latency_s: seconds from the start of the first attempt to the final answer,
             back-off waits included.

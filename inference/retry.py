@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -20,7 +20,15 @@ from inference.outcome import Outcome
 from inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes
 from inference.targets.base import TargetHandler
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["PostClient", "RetryPolicy", "call_with_retries"]
+
+
+class PostClient(Protocol):
+    """What the retry loop needs from an HTTP client: ``httpx.AsyncClient`` or ``ShardedClient``."""
+
+    async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> httpx.Response:
+        """POST ``content`` and return the fully read response."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class RetryPolicy:
 
 
 async def call_with_retries(
-    client: httpx.AsyncClient,
+    client: PostClient,
     limiter: AdaptiveLimiter,
     handler: TargetHandler,
     prepared: PreparedRequest,
@@ -57,7 +65,7 @@ async def call_with_retries(
     slot. Nothing is raised (except cancellation): failures come back as ``Outcome.error``.
 
     Args:
-        client: the shared HTTP client.
+        client: the shared HTTP client (``httpx.AsyncClient`` or ``ShardedClient``).
         limiter: the endpoint's limiter.
         handler: parses 2xx replies; its ``secrets`` are masked in messages.
         prepared: the request.
@@ -76,9 +84,7 @@ async def call_with_retries(
         error = EndpointError(f"the request body cannot be sent as JSON: {exc}", failure_class="fatal", attempts=0)
         return Outcome(None, error, None, 0, 0.0, "")
     digest = request_hash_from_bytes(url, content)
-    same = client_headers is not None and (
-        prepared.headers is client_headers or prepared.headers == client_headers
-    )
+    same = client_headers is not None and (prepared.headers is client_headers or prepared.headers == client_headers)
     headers = None if same else prepared.headers
     secrets = handler.secrets
     clock = policy.clock

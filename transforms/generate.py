@@ -83,7 +83,7 @@ class GenerateSamples(beam.DoFn):
             return
         try:
             rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
-            prepared = self._handler.prepare(rendered)
+            prepared = self._handler.prepare(rendered, row.item)
         except EvaluatorError as exc:
             yield self._failed_row(row, f"row {row.row_index}: {exc}")
             return

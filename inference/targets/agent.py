@@ -97,9 +97,7 @@ class AgentHandler(TargetHandler):
             )
         answer = _as_text(matches[0].value)
         if not answer:
-            raise EmptyAnswerError(
-                f"the agent returned an empty answer at response_path {self.target.response_path!r}"
-            )
+            raise EmptyAnswerError(f"the agent returned an empty answer at response_path {self.target.response_path!r}")
         sample: dict[str, Any] = {
             "output_text": answer,
             "response": {"choices": [{"message": {"role": "assistant", "content": answer}}]},

@@ -74,8 +74,7 @@ def _copy(value: Any) -> Any:
 def has_token_limit(*requests: Mapping[str, Any] | None) -> bool:
     """Return True when any of the mappings sets ``max_tokens`` or ``max_completion_tokens``."""
     return any(
-        request is not None and any(request.get(key) is not None for key in _TOKEN_LIMIT_KEYS)
-        for request in requests
+        request is not None and any(request.get(key) is not None for key in _TOKEN_LIMIT_KEYS) for request in requests
     )
 
 

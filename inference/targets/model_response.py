@@ -49,13 +49,13 @@ def extract_sample(data: Any, end_token: str | None = None) -> dict[str, Any]:
 
     """
     if not isinstance(data, dict):
-        raise MalformedResponseError(f"malformed reply: expected a JSON object, got {type(data).__name__}")
+        raise MalformedResponseError(f"expected a JSON object, got {type(data).__name__}")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise MalformedResponseError("malformed reply: it has no choices")
+        raise MalformedResponseError("it has no choices")
     choice = choices[0]
     if not isinstance(choice, dict):
-        raise MalformedResponseError("malformed reply: choices[0] is not an object")
+        raise MalformedResponseError("choices[0] is not an object")
     message = choice.get("message")
     holder: dict[str, Any]
     if isinstance(message, dict):
@@ -63,7 +63,7 @@ def extract_sample(data: Any, end_token: str | None = None) -> dict[str, Any]:
     elif "text" in choice:
         holder, key = choice, "text"
     else:
-        raise MalformedResponseError("malformed reply: choices[0] has neither a message nor text")
+        raise MalformedResponseError("choices[0] has neither a message nor text")
     text = _as_text(holder.get(key))
     reasoning_parts = [holder[f] for f in _REASONING_FIELDS if isinstance(holder.get(f), str) and holder[f]]
     if end_token and text:
@@ -97,7 +97,7 @@ def _as_text(value: Any) -> str | None:
         return "".join(part.get("text", "") for part in value if isinstance(part, Mapping))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise MalformedResponseError(f"malformed reply: the answer is a {type(value).__name__}, not text")
+    raise MalformedResponseError(f"the answer is a {type(value).__name__}, not text")
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -53,7 +53,7 @@ def test_status_table(status, kind, retryable):
         (ConnectionResetError(104, "Connection reset by peer"), "transient"),
         (ConnectionRefusedError(111, "Connection refused"), "transient"),
         (json.JSONDecodeError("Expecting value", "not json", 0), "transient"),
-        (MalformedResponseError("malformed reply: it has no choices"), "transient"),
+        (MalformedResponseError("it has no choices"), "transient"),
         (EmptyAnswerError("the model returned an empty answer"), "fatal"),
         (UnusableResponseError("no match"), "fatal"),
         (httpx.UnsupportedProtocol("ftp", request=REQ), "fatal"),
@@ -88,7 +88,7 @@ def test_retry_after_is_read_from_headers():
 def test_fatal_status_quotes_body_excerpt_on_one_line():
     body = b'{"error": {"message": "bad\nrequest"}}' + b"x" * 500
     failure = classify(400, url=URL, body=body)
-    assert failure.message.startswith(f"HTTP 400 Bad Request from {URL}: {{\"error\": {{\"message\": \"bad request")
+    assert failure.message.startswith(f'HTTP 400 Bad Request from {URL}: {{"error": {{"message": "bad request')
     assert "\n" not in failure.message
     assert len(failure.message) < len(URL) + 260
 
@@ -163,3 +163,10 @@ def test_retry_wait_never_below_retry_after():
     assert retry_wait(hard, 10, _FixedRng(0.99)) == pytest.approx(0.99 * 15.0)
     plain = Failure("transient", True, None, 500, "HTTP 500")
     assert retry_wait(plain, 2, _FixedRng(0.5)) == pytest.approx(0.25)
+
+
+def test_malformed_message_names_the_url():
+    failure = classify(MalformedResponseError("it has no choices"), url=URL)
+    assert failure.message == f"malformed reply from {URL}: it has no choices"
+    failure = classify(json.JSONDecodeError("Expecting value", "<html>", 0), url=URL)
+    assert failure.message == f"malformed reply from {URL}: the body is not valid JSON (Expecting value)"

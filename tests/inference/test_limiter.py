@@ -118,33 +118,58 @@ def _decrease_to(limiter: AdaptiveLimiter, target: int) -> None:
     run(main())
 
 
-def test_grows_back_additively():
+async def round_trip(limiter: AdaptiveLimiter, capacity: int | None = None) -> None:
+    """Send `limit` requests at once; those above `capacity` get an immediate 429, the rest succeed."""
+    slots = []
+    for _ in range(limiter.limit):
+        slot = limiter.slot()
+        await slot.__aenter__()
+        slots.append(slot)
+    accepted = len(slots) if capacity is None else min(capacity, len(slots))
+    for _ in range(len(slots) - accepted):
+        limiter.record(HARD)
+    for slot in slots[accepted:]:
+        await slot.__aexit__(None, None, None)
+    for slot in slots[:accepted]:
+        limiter.record(None)
+        await slot.__aexit__(None, None, None)
+
+
+def test_grows_back_additively_in_a_few_round_trips():
     limiter = AdaptiveLimiter(64)
     _decrease_to(limiter, 1)
     assert limiter.limit == 1
 
     async def main():
-        successes = 0
+        trips = 0
         while limiter.limit < 64:
-            async with limiter.slot():
-                limiter.record(None)
-            successes += 1
-        return successes
+            before = limiter.limit
+            await round_trip(limiter)
+            assert before <= limiter.limit <= min(64, before + 9)  # additive, never a jump
+            trips += 1
+        return trips
 
-    successes = run(main())
-    # +1 per max(1, limit // 4) successes: 1->4 in 3, then ~4 per `limit` successes.
-    expected = sum(max(1, limit // 4) for limit in range(1, 64))
-    assert successes == expected
+    trips = run(main())
+    assert trips <= 10, trips
     assert limiter.limit == 64
-    # in round trips (each sends `limit` requests at once): 1 -> 64 in under 20
-    limit, credit, round_trips = 1, 0, 0
-    while limit < 64:
-        round_trips += 1
-        for _ in range(limit):
-            credit += 1
-            if credit >= max(1, limit // 4):
-                credit, limit = 0, min(64, limit + 1)
-    assert round_trips <= 20
+
+
+def test_capacity_limited_endpoint_settles_around_capacity():
+    limiter = AdaptiveLimiter(64)
+
+    async def main():
+        limits = []
+        for _ in range(300):
+            await round_trip(limiter, capacity=16)
+            limits.append(limiter.limit)
+        return limits
+
+    limits = run(main())
+    steady = limits[20:]
+    assert max(steady) <= 18 and min(steady) >= 8
+    accepted = sum(min(16, limit) for limit in steady) / len(steady)
+    assert accepted >= 0.85 * 16
+    assert limiter.decreases < 300 / 4  # a cut every few round trips at most, not every one
 
 
 def test_successes_inside_a_window_do_not_undo_the_decrease():

@@ -176,3 +176,29 @@ def test_unserialisable_body_is_a_clean_error():
 def test_transient_statuses_are_retried(status):
     outcome, _, seen, limiter, _ = run_call([reply(status), reply(200, OK)])
     assert outcome.ok and len(seen) == 2 and limiter.limit == 4
+
+
+def test_sharded_client_spreads_requests_and_never_queues():
+    from inference.pool import ShardedClient
+
+    in_flight = {"now": 0, "peak": 0}
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        await asyncio.sleep(0)
+        in_flight["now"] -= 1
+        return httpx.Response(200, json=OK)
+
+    async def main():
+        client = ShardedClient(20, 5.0, {"X": "1"}, transport=httpx.MockTransport(slow))
+        assert client.shards == 3
+        responses = await asyncio.gather(
+            *(client.post("http://mock/v1/chat/completions", content=b"{}") for _ in range(20))
+        )
+        await client.aclose()
+        return responses
+
+    responses = asyncio.run(main())
+    assert all(r.status_code == 200 for r in responses)
+    assert in_flight["peak"] == 20

@@ -47,8 +47,9 @@ def engine_rate(base_url: str, n: int, parallelism: int) -> tuple[float, int]:
     list(concurrent.futures.as_completed([engine.submit(handler.prepare("warm"), handler) for _ in range(parallelism)]))
     engine.snapshot_counters()
     start = time.perf_counter()
-    futures = [engine.submit(handler.prepare({"messages": [{"role": "user", "content": f"q{i}"}]}), handler)
-               for i in range(n)]
+    futures = [
+        engine.submit(handler.prepare({"messages": [{"role": "user", "content": f"q{i}"}]}), handler) for i in range(n)
+    ]
     ok = sum(1 for f in concurrent.futures.as_completed(futures) if f.result().ok)
     rate = n / (time.perf_counter() - start)
     engine.close()
@@ -67,8 +68,10 @@ def main() -> None:
         for _ in range(args.rounds):
             b = bare(server.base_url, args.requests, args.parallelism)
             e, ok = engine_rate(server.base_url, args.requests, args.parallelism)
-            print(f"bare {b:7.0f} rows/s   engine {e:7.0f} rows/s   ratio {e / b:.2f}   ok {ok}/{args.requests}"
-                  f"   peak {server.stats()['peak_in_flight']}")
+            print(
+                f"bare {b:7.0f} rows/s   engine {e:7.0f} rows/s   ratio {e / b:.2f}   ok {ok}/{args.requests}"
+                f"   peak {server.stats()['peak_in_flight']}"
+            )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,314 @@
+"""InferenceEngine against the real test server (testserver.harness.ServerProcess)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from inference.engine import InferenceEngine
+from inference.prepared import request_hash
+from inference.targets import make_handler
+from pipeline.config import AgentTarget, ModelTarget, Params, TargetConfig
+
+harness = pytest.importorskip("testserver.harness")
+ServerProcess = harness.ServerProcess
+free_port = harness.free_port
+
+KEY = "sk-engine-test-KEY123456"
+
+
+class ZeroRng:
+    """No jitter: retries after transient failures do not sleep (Retry-After still applies)."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess() as srv:
+        yield srv
+
+
+@pytest.fixture
+def srv(server):
+    server.reset(config=True)
+    return server
+
+
+def model_handler(base_url: str, key: str | None = KEY, **params):
+    target = TargetConfig(model=ModelTarget(url=base_url, name="m", format="openai"))
+    return make_handler(target, Params(**params), key)
+
+
+def engine_for(handler, parallelism=8, max_retries=3, timeout=10.0):
+    return InferenceEngine(handler, parallelism, max_retries, timeout, rng=ZeroRng())
+
+
+def chat(text: str) -> dict:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def run_all(engine, handler, prompts):
+    futures = [engine.submit(handler.prepare(chat(p)), handler) for p in prompts]
+    return [f.result(timeout=60) for f in futures]
+
+
+def test_success_sample_usage_headers_and_hash(srv):
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler)
+    try:
+        prepared = handler.prepare(chat("hello there"))
+        outcome = engine.submit(prepared, handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert outcome.ok, outcome.error
+    assert outcome.sample["output_text"] == "hello there"
+    assert (outcome.status, outcome.attempts) == (200, 1)
+    assert outcome.prompt_tokens == 2 and outcome.completion_tokens == 2
+    assert outcome.sample["usage"] == {"prompt_tokens": 2, "completion_tokens": 2}
+    assert outcome.request_hash == request_hash(prepared)
+    assert outcome.latency_s > 0
+    last = srv.last_request()
+    assert last["path"] == "/v1/chat/completions"
+    assert last["headers"]["authorization"] == f"Bearer {KEY}"
+    assert last["body"] == prepared.body
+
+
+def test_concurrency_never_exceeds_parallelism(srv):
+    srv.configure(latency_ms=50)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, parallelism=8)
+    try:
+        outcomes = run_all(engine, handler, [f"q{i}" for i in range(200)])
+        counters = engine.snapshot_counters()
+    finally:
+        engine.close()
+    assert all(o.ok for o in outcomes)
+    assert srv.stats()["peak_in_flight"] == 8
+    assert counters.peak_in_flight == 8 and counters.limit == 8
+    assert (counters.calls, counters.successes, counters.attempts, counters.retries) == (200, 200, 200, 0)
+    assert counters.prompt_tokens == 200 and counters.completion_tokens == 200
+    assert len(counters.latencies_s) == 200
+    assert engine.snapshot_counters().calls == 0  # deltas: reset by the previous call
+
+
+def test_submit_from_many_threads(srv):
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, parallelism=4)
+    results: list = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        futures = [engine.submit(handler.prepare(chat(f"t{n}-{i}")), handler) for i in range(25)]
+        done = [f.result(timeout=30) for f in futures]
+        with lock:
+            results.extend(done)
+
+    try:
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        engine.close()
+    assert len(results) == 200 and all(o.ok for o in results)
+    assert srv.stats()["peak_in_flight"] <= 4
+
+
+def test_retry_after_is_honoured(srv):
+    srv.configure(rules=[{"match": "slow down", "status": 429, "fail_times": 1, "retry_after": 1}])
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler)
+    try:
+        outcome = engine.submit(handler.prepare(chat("please slow down")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert outcome.ok and outcome.attempts == 2
+    assert outcome.latency_s >= 1.0
+    assert outcome.failure_classes == ("hard_overload",)
+    assert srv.stats()["per_prompt"]["please slow down"] == 2
+
+
+def test_400_is_not_retried(srv):
+    srv.configure(rules=[{"match": "bad", "status": 400}])
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler)
+    try:
+        outcome = engine.submit(handler.prepare(chat("bad request")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert srv.stats()["per_prompt"]["bad request"] == 1
+    assert outcome.error.status == 400 and outcome.error.attempts == 1
+    assert outcome.error.message.startswith(f"HTTP 400 Bad Request from {srv.base_url}/chat/completions: ")
+    assert "injected fault" in outcome.error.message
+    assert KEY not in str(outcome.error)
+
+
+def test_max_retries_bounds_attempts(srv):
+    srv.configure(error_rate=1.0, error_status=500)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=2)
+    try:
+        outcome = engine.submit(handler.prepare(chat("always fails")), handler).result(timeout=30)
+        override = engine.submit(handler.prepare(chat("no retries")), handler, max_retries=0).result(timeout=30)
+    finally:
+        engine.close()
+    stats = srv.stats()
+    assert stats["per_prompt"]["always fails"] == 3 and outcome.attempts == 3
+    assert outcome.error.message == (
+        f"request failed after 3 attempts: HTTP 500 Internal Server Error from {srv.base_url}/chat/completions"
+    )
+    assert stats["per_prompt"]["no retries"] == 1 and override.attempts == 1
+
+
+def test_stall_hits_the_timeout_and_is_retried(srv):
+    srv.configure(stall_rate=1.0, stall_s=1.5)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=1, timeout=0.3)
+    try:
+        outcome = engine.submit(handler.prepare(chat("stalled")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert srv.stats()["per_prompt"]["stalled"] == 2
+    assert outcome.error.failure_class == "soft_overload"
+    assert outcome.error.message.startswith("request failed after 2 attempts: timed out waiting for a reply from")
+    assert 0.6 <= outcome.latency_s < 1.5
+
+
+def test_connection_reset_is_retried(srv):
+    srv.configure(reset_rate=0.3, seed=3)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=8)
+    try:
+        outcomes = run_all(engine, handler, [f"r{i}" for i in range(60)])
+        counters = engine.snapshot_counters()
+    finally:
+        engine.close()
+    assert all(o.ok for o in outcomes)
+    assert counters.retries > 0 and counters.attempt_failures.get("transient", 0) == counters.retries
+    assert srv.stats()["by_status"].get("reset", 0) == counters.retries
+
+
+def test_connection_reset_every_time_fails_clearly(srv):
+    srv.configure(reset_rate=1.0)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=1)
+    try:
+        outcome = engine.submit(handler.prepare(chat("reset me")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert srv.stats()["per_prompt"]["reset me"] == 2
+    assert outcome.error.failure_class == "transient"
+    assert "reset or closed before a complete reply" in outcome.error.message
+
+
+def test_malformed_json_is_retried_then_fails_clearly(srv):
+    srv.configure(malformed_rate=1.0)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=2)
+    try:
+        outcome = engine.submit(handler.prepare(chat("garbled")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert srv.stats()["per_prompt"]["garbled"] == 3
+    assert outcome.error.message.startswith("request failed after 3 attempts: malformed reply from ")
+    assert "not valid JSON" in outcome.error.message and outcome.error.status == 200
+
+
+def test_empty_answer_is_not_retried(srv):
+    srv.configure(empty_rate=1.0)
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler)
+    try:
+        outcome = engine.submit(handler.prepare(chat("say nothing")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert srv.stats()["per_prompt"]["say nothing"] == 1
+    assert outcome.error.message.startswith("the model returned an empty answer")
+
+
+def test_connection_refused_names_the_host():
+    port = free_port()
+    handler = model_handler(f"http://127.0.0.1:{port}/v1")
+    engine = engine_for(handler, max_retries=1)
+    try:
+        outcome = engine.submit(handler.prepare(chat("anyone?")), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert outcome.attempts == 2
+    assert outcome.error.message == (
+        f"request failed after 2 attempts: connection refused by 127.0.0.1:{port} (is the server running?)"
+    )
+
+
+def test_completions_route_and_agent_handler(srv):
+    handler = model_handler(srv.base_url + "/completions?tenant=a", key=None)
+    engine = engine_for(handler)
+    try:
+        outcome = engine.submit(handler.prepare("complete me"), handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert outcome.ok and outcome.sample["output_text"] == "complete me"
+    last = srv.last_request()
+    assert last["path"] == "/v1/completions" and "authorization" not in last["headers"]
+
+    agent = AgentTarget(
+        url=srv.root_url + "/agent",
+        body={"input": "{{ item.question }}"},
+        response_path="$.output",
+        trajectory_path="$.trajectory",
+    )
+    agent_handler = make_handler(TargetConfig(agent=agent), Params(), None)
+    engine = engine_for(agent_handler)
+    try:
+        prepared = agent_handler.prepare(None, item={"question": "where?"})
+        outcome = engine.submit(prepared, agent_handler).result(timeout=30)
+    finally:
+        engine.close()
+    assert outcome.ok and outcome.sample["output_text"] == "where?"
+    assert outcome.sample["trajectory"] == [{"step": 1, "tool": "search", "input": "where?"}]
+
+
+def test_shared_registry_and_close(srv):
+    handler = model_handler(srv.base_url)
+    first = InferenceEngine.shared(handler, 4, 3, 10.0)
+    assert InferenceEngine.shared(model_handler(srv.base_url), 4, 3, 10.0) is first
+    other = InferenceEngine.shared(model_handler(srv.base_url, key="another-key"), 4, 3, 10.0)
+    assert other is not first
+    srv.configure(latency_ms=300)
+    pending = [first.submit(handler.prepare(chat(f"c{i}")), handler) for i in range(20)]
+    first.close()
+    other.close()
+    results = [f.result(timeout=30) for f in pending]
+    assert all(r.ok or "engine was closed" in r.error.message for r in results)
+    assert any(not r.ok for r in results)
+    late = first.submit(handler.prepare(chat("late")), handler).result(timeout=5)
+    assert "engine was closed" in late.error.message
+    assert InferenceEngine.shared(handler, 4, 3, 10.0) is not first
+    InferenceEngine.shared(handler, 4, 3, 10.0).close()
+
+
+@pytest.mark.slow
+def test_capacity_limited_server_keeps_success_and_throughput(srv):
+    srv.configure(latency_ms=50, capacity=16, retry_after=1)
+    handler = model_handler(srv.base_url)
+    engine = InferenceEngine(handler, 64, 5, 30.0)
+    try:
+        start = time.perf_counter()
+        futures = [engine.submit(handler.prepare(chat(f"cap{i}")), handler) for i in range(2000)]
+        outcomes = [f.result(timeout=120) for f in concurrent.futures.as_completed(futures)]
+        elapsed = time.perf_counter() - start
+        counters = engine.snapshot_counters()
+    finally:
+        engine.close()
+    ok = sum(o.ok for o in outcomes)
+    assert ok / len(outcomes) >= 0.995
+    rate = ok / elapsed
+    print(f"capacity 16: {rate:.0f} rows/s, limit now {counters.limit}, 429s {srv.stats()['by_status'].get('429', 0)}")
+    assert srv.stats()["peak_in_flight"] <= 16
+    assert rate >= 0.6 * 16 / 0.05 * 0.5  # half the design target, to tolerate a loaded CI machine
