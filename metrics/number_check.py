@@ -8,9 +8,8 @@ Parsing follows the reference SDK exactly (REFERENCE_BEHAVIOUR.md 6.3), quirks i
 * ``\d`` is Unicode-aware, so other scripts' digits count (``"٣"`` parses as ``3``);
 * commas split numbers, so ``"1,234"`` parses as ``234``; there is no exponent
   support, so ``"1e5"`` parses as ``5`` and ``str(1e20) == "1e+20"`` as ``20``;
-* an operand with no match at all makes the score NaN (not an error);
-* a NaN from a multi-dot operand is compared like any float, so every comparison is
-  0.0 except the not-equal ones (``!=``, ``<>``, ``not equals``), which are 1.0.
+* an operand with no number, or a multi-dot one, makes the score NaN (not an error),
+  whatever the operation (checked against the reference by ``bench/parity.py``).
 """
 
 from __future__ import annotations
@@ -145,6 +144,6 @@ class NumberCheck(Metric[NumberCheckConfig]):
         context = ctx.template_context
         left = parse_number(str(self._left.render(context)))
         right = parse_number(str(self._right.render(context)))
-        if left is None or right is None:
+        if left is None or right is None or math.isnan(left) or math.isnan(right):
             return {"number-check": math.nan}
         return {"number-check": float(self._compare(left, right))}

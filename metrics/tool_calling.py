@@ -45,13 +45,16 @@ class ToolCalling(Metric[ToolCallingConfig]):
 
     def score(self, ctx: MetricContext) -> dict[str, float]:
         expected = self._expected_calls(ctx)
-        predicted = self._predicted_calls(ctx)
-        if set(expected) != set(predicted):
+        calls = self._predicted_calls(ctx)
+        predicted = dict(calls)  # duplicate names: the last call wins
+        names_match = set(expected) == set(predicted)
+        # As in the reference, every predicted call's arguments are decoded, duplicates and
+        # calls to unexpected functions included: any malformed one makes the args score NaN.
+        if any(arguments is _MALFORMED for _name, arguments in calls):
+            return {_NAMES: float(names_match), _NAMES_AND_ARGS: math.nan}
+        if not names_match:
             return {_NAMES: 0.0, _NAMES_AND_ARGS: 0.0}
-        parsed = {name: _parse_predicted(arguments) for name, arguments in predicted.items()}
-        if any(arguments is _MALFORMED for arguments in parsed.values()):
-            return {_NAMES: 1.0, _NAMES_AND_ARGS: math.nan}
-        args_match = all(parsed[name] == arguments for name, arguments in expected.items())
+        args_match = all(predicted[name] == arguments for name, arguments in expected.items())
         return {_NAMES: 1.0, _NAMES_AND_ARGS: float(args_match)}
 
     def _expected_calls(self, ctx: MetricContext) -> dict[str, Any]:
@@ -76,8 +79,8 @@ class ToolCalling(Metric[ToolCallingConfig]):
             calls[name] = {} if arguments is None else arguments
         return calls
 
-    def _predicted_calls(self, ctx: MetricContext) -> dict[str, Any]:
-        """Read predicted name -> raw arguments from ``choices[0].message.tool_calls``."""
+    def _predicted_calls(self, ctx: MetricContext) -> list[tuple[str, Any]]:
+        """Read every predicted (name, decoded arguments) from ``choices[0].message.tool_calls``."""
         response = ctx.sample.get("response")
         if response is None:
             response = ctx.item.get("response")
@@ -97,7 +100,7 @@ class ToolCalling(Metric[ToolCallingConfig]):
         if not isinstance(message, Mapping):
             raise self._error("the response has no choices[0].message; the target must be a chat-completions endpoint")
         tool_calls = message.get("tool_calls")
-        calls: dict[str, Any] = {}
+        decoded: list[tuple[str, Any]] = []
         for position, call in enumerate(tool_calls or []):
             pair = self._unpack(call)
             if pair is None:
@@ -105,8 +108,8 @@ class ToolCalling(Metric[ToolCallingConfig]):
                     f"the response's tool_calls[{position}] is not an OpenAI-style tool call "
                     f"(no function name): {str(call)[:80]!r}"
                 )
-            calls[pair[0]] = pair[1]
-        return calls
+            decoded.append((pair[0], _parse_predicted(pair[1])))
+        return decoded
 
     @staticmethod
     def _unpack(call: Any) -> tuple[str, Any] | None:

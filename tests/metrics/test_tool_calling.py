@@ -104,10 +104,15 @@ def test_malformed_predicted_arguments_give_nan(metric, row, bad: str) -> None:
     assert math.isnan(result[ARGS])
 
 
-def test_malformed_arguments_with_other_names_give_zero(metric, row) -> None:
-    # the names are compared first: a name mismatch is 0.0 whatever the arguments
+def test_malformed_arguments_with_other_names_give_nan(metric, row) -> None:
+    # the reference decodes every predicted call first: malformed arguments are NaN whatever the names
     result = score(metric, row, [call("f", {})], response(call("g", "{oops")))
-    assert result == {NAMES: 0.0, ARGS: 0.0}
+    assert result[NAMES] == 0.0 and math.isnan(result[ARGS])
+
+
+def test_malformed_arguments_of_a_collapsed_duplicate_give_nan(metric, row) -> None:
+    result = score(metric, row, [call("a", {"x": 1})], response(call("a", "{"), call("a", '{"x": 1}')))
+    assert result[NAMES] == 1.0 and math.isnan(result[ARGS])
 
 
 def test_malformed_arguments_anywhere_give_nan(metric, row) -> None:
