@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
 from core.errors import EvaluatorError
@@ -25,6 +26,7 @@ from pipeline.output_dir import prepare_output
 from pipeline.preflight import preflight
 from pipeline.report import format_summary_table, unwrap_pipeline_error
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from transforms.generate import NAMESPACE
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 
@@ -65,10 +67,13 @@ def run(argv: list[str]) -> dict[str, Any]:
 
     started = time.time()
     runner = None if options.view_as(StandardOptions).runner else _local_runner()
-    with beam.Pipeline(runner=runner, options=options) as pipeline:
-        build_graph(pipeline, config, paths, flags.output, limit, run_id=uuid.uuid4().hex)
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    build_graph(pipeline, config, paths, flags.output, limit, run_id=uuid.uuid4().hex)
+    result = pipeline.run()
+    result.wait_until_finish()
     run_info = {
         "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
+        "counters": _counters(result),
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
@@ -79,6 +84,15 @@ def run(argv: list[str]) -> dict[str, Any]:
     _fail_if_strict(config, summary)
     write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
     return results
+
+
+def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    """The run's Beam counters (rows read, generated, scored, failed; requests, retries, …)."""
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    except (NotImplementedError, AttributeError, KeyError):  # a runner without metrics (dry run)
+        return {}
+    return {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted) for c in counters}
 
 
 def _local_runner() -> beam.runners.PipelineRunner:

@@ -54,6 +54,13 @@ def test_online_run_scores_exactly_and_sends_one_request_per_row(clean_server, m
     assert rows[0]["output_text"] == ANSWERS[QA[0]["question"]]
     assert all(r["attempts"] == 1 and r["http_status"] == 200 and r["latency_ms"] > 0 for r in rows)
     assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 and len(r["request_hash"]) == 64 for r in rows)
+    counters = result.results["run"]["counters"]  # Beam metrics, queried after the run
+    assert (counters["rows_read"], counters["requests"], counters["rows_scored"], counters["retries"]) == (
+        40,
+        40,
+        40,
+        0,
+    )
     usage = result.results["usage"]
     assert usage["requests"] == 40 and usage["prompt_tokens"] == sum(r["prompt_tokens"] for r in rows)
 
