@@ -11,7 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from core.scoring import RowScorer
 from stats.corpus import corpus_result
-from stats.rubric import mode_category
+from stats.rubric import rubric_result
 from stats.summary import ScoreAccumulator
 from stats.summary import result as score_result
 
@@ -37,7 +37,7 @@ def build_results(
         # An empty dataset still reports every score, with null statistics.
         result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name)
         if name in rubrics:
-            result = rubric_score(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
+            result = rubric_result(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
         scores.append(result)
     for key, metric in scorer.metrics:
         names = metric.corpus_output_names()
@@ -54,20 +54,6 @@ def build_results(
         "run": run_info,
         "config": config_dump,
     }
-
-
-def rubric_score(
-    range_result: dict[str, Any], label_counts: dict[str, int], levels: list[tuple[str, float, str | None]]
-) -> dict[str, Any]:
-    """The rubric form of an aggregate (REFERENCE_BEHAVIOUR.md 7.1): label counts and the mode."""
-    result = {k: v for k, v in range_result.items() if k not in ("percentiles", "histogram", "method")}
-    result["score_type"] = "rubric"
-    result["rubric_distribution"] = [
-        {"label": label, "description": description, "value": float(value), "count": label_counts.get(label, 0)}
-        for label, value, description in levels
-    ]
-    result["mode_category"] = mode_category({d["label"]: d["count"] for d in result["rubric_distribution"]})
-    return result
 
 
 def read_json(path: str) -> Any:

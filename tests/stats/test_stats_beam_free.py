@@ -33,10 +33,10 @@ import stats.rubric
 import stats.sketch
 import stats.summary
 
-acc = stats.ScoreAccumulator().add_all([0, 1, 1, float("nan")])
+acc = stats.summary.ScoreAccumulator().add_all([0, 1, 1, float("nan")])
 assert acc.result("x")["percentiles"]["p40"] == 0.6
-assert stats.RubricAccumulator().add(1.0, "a").result("r", [("a", 1.0, None)])["mode_category"] == "a"
-assert stats.corpus_result("c", 1.0)["count"] == 1
+assert stats.rubric.rubric_result(acc.result("r"), {"a": 2}, [("a", 1.0, None)])["mode_category"] == "a"
+assert stats.corpus.corpus_result("c", 1.0)["count"] == 1
 loaded = sorted(m for m in sys.modules if m.startswith("apache_beam"))
 assert not loaded, loaded
 print("beam-free ok")
