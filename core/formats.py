@@ -9,7 +9,6 @@ that cannot be parsed is yielded as a failure at its position, never skipped.
 from __future__ import annotations
 
 import csv
-import io
 import json
 from collections.abc import Iterator
 from typing import IO, Any
@@ -73,26 +72,26 @@ def iter_records(stream: IO[bytes], path: str, fmt: str) -> Iterator[Record]:
 
 
 def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
-    buffered = io.BufferedReader(stream) if not hasattr(stream, "peek") else stream
-    head = buffered.peek(64).lstrip()  # type: ignore[union-attr]
-    if head.startswith(b"["):
-        yield from _iter_json_array(buffered.read(), path)
-        return
-    for line_number, line in enumerate(buffered, start=1):
+    # readline, not iteration or peek: Beam's decompressing reader offers only read/readline.
+    lines = iter(stream.readline, b"")
+    first = True
+    for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        if first and line.lstrip(b"\xef\xbb\xbf \t").startswith(b"["):
+            yield from _iter_json_array(line + stream.read(), path)
+            return
+        first = False
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             yield (
                 None,
                 line.decode("utf-8", "replace").rstrip("\r\n"),
-                (f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8."),
+                f"{path} line {line_number} is not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8.",
             )
             continue
-        if line_number == 1:
-            text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark
-        yield _json_object(text, f"{path} line {line_number}")
+        yield _json_object(text.removeprefix("\ufeff") if line_number == 1 else text, f"{path} line {line_number}")
 
 
 def _json_object(text: str, where: str) -> Record:
@@ -132,8 +131,10 @@ def _iter_json_array(data: bytes, path: str) -> Iterator[Record]:
 def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
     # surrogateescape keeps undecodable bytes as lone surrogates, so a bad byte fails its
     # own row (with its line number) instead of the whole file; utf-8-sig drops a BOM.
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    reader = csv.reader(text)
+    # Lines come from readline (Beam's decompressing reader offers nothing else); csv joins
+    # the lines of a quoted multi-line field itself.
+    lines = (line.decode("utf-8", "surrogateescape") for line in iter(stream.readline, b""))
+    reader = csv.reader(line.removeprefix("\ufeff") if number == 0 else line for number, line in enumerate(lines))
     try:
         header = next(reader, None)
         if header is None:

@@ -107,8 +107,8 @@ def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iter
     if split.fmt == "parquet":
         with _reading(split.path), FileSystems.open(split.path) as stream:
             items = read_parquet_row_group(stream, split.group)[:stop]
-        for position, item in enumerate(items):
-            yield InputRow(offset + position, item)
+        for position, row in enumerate(items):
+            yield InputRow(offset + position, row)
         return
     with FileSystems.open(split.path) as stream:
         for position, (item, raw, error) in enumerate(iter_records(stream, split.path, split.fmt)):

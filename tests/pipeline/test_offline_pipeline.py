@@ -105,3 +105,16 @@ def test_refuses_to_mix_runs_without_overwrite(write_jsonl, run_eval, tmp_path):
     second = run_eval(config, output=out)
     assert second.code == 2 and "already holds outputs" in second.stderr and "--overwrite" in second.stderr
     assert run_eval(config, "--overwrite", output=out).code == 0
+
+
+def test_gzipped_jsonl_and_csv_read_like_plain_files(tmp_path, run_eval):
+    import gzip
+
+    (tmp_path / "d.jsonl.gz").write_bytes(
+        gzip.compress(b'{"answer": "a", "output": "a"}\n\n{"answer": "b", "output": "c"}\n')
+    )
+    (tmp_path / "d.csv.gz").write_bytes(gzip.compress('\ufeffanswer,output\na,a\n"b\nb",c\n'.encode()))
+    for name in ("d.jsonl.gz", "d.csv.gz"):
+        result = run_eval(offline_config(tmp_path / name))
+        assert result.code == 0, result.stderr
+        assert [r["exact-match.exact-match"] for r in result.rows] == [1.0, 0.0]
