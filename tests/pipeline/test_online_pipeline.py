@@ -148,3 +148,34 @@ def test_preflight_rejects_bad_credentials_and_unset_key_variables(
     right = run_eval(config)
     assert right.code == 0, right.stderr
     assert right.results["counts"]["ok"] == 3
+
+
+def test_agent_target_answers_by_jsonpath_and_keeps_the_trajectory(clean_server, write_jsonl, run_eval):
+    scripted(clean_server)
+    config = {
+        "dataset": {"path": str(write_jsonl(QA[:6]))},
+        "target": {
+            "agent": {
+                "url": f"{clean_server.root_url}/agent",
+                "body": {"input": "{{ item.question }}"},
+                "response_path": "$.output",
+                "trajectory_path": "$.trajectory",
+            }
+        },
+        "metrics": [
+            METRICS[0],
+            {
+                "type": "string-check",
+                "left_template": "{{ sample.trajectory[0].tool }}",
+                "operation": "equals",
+                "right_template": "search",
+            },
+        ],
+    }
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    assert result.score("exact-match.exact-match")["sum"] == 5.0  # only Sydney != Canberra
+    assert result.score("string-check.string-check")["sum"] == 6.0
+    assert [r["output_text"] for r in result.rows] == [ANSWERS[row["question"]] for row in QA[:6]]
+    assert clean_server.stats()["requests"] == 6
+    assert set(clean_server.last_request()["body"]) == {"input"}
