@@ -39,7 +39,13 @@ def build_graph(
     read = ReadRows(paths, config.dataset.format, limit)
     rows = pipeline | "ReadRows" >> read
     if config.target is not None:
-        generated = rows | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
+        # Spread rows over every worker before the slow stage: one file is read by one
+        # worker, but each worker process has its own `parallelism` requests in flight.
+        generated = (
+            rows
+            | "SpreadRows" >> beam.Reshuffle()
+            | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
+        )
     else:
         generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
     if needs_metric_calls(config.metrics):
