@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -149,6 +150,18 @@ class TargetConfig(_Frozen):
         if (self.model is None) == (self.agent is None):
             raise ValueError("set exactly one of target.model or target.agent")
         return self
+
+    @property
+    def endpoint(self) -> ModelTarget | AgentTarget:
+        """Whichever of ``model`` or ``agent`` is set."""
+        endpoint = self.model or self.agent
+        assert endpoint is not None  # guaranteed by _exactly_one
+        return endpoint
+
+    def api_key(self) -> str | None:
+        """The API key from the environment variable named in ``api_key_env``, if any."""
+        name = self.endpoint.api_key_env
+        return os.environ.get(name) if name else None
 
 
 class Params(_Frozen):

@@ -91,8 +91,7 @@ def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any
 def _check_target(config: EvalConfig) -> None:
     """The key's variable is set, the host accepts connections, and the credentials are accepted."""
     assert config.target is not None
-    endpoint = config.target.model or config.target.agent
-    assert endpoint is not None
+    endpoint = config.target.endpoint
     key_env = endpoint.api_key_env
     if key_env and not os.environ.get(key_env):
         raise ConfigError(
@@ -100,7 +99,7 @@ def _check_target(config: EvalConfig) -> None:
             "export it before running (the key itself never goes in the config)."
         )
     _check_reachable(endpoint.url)
-    handler = make_handler(config.target, config.params, os.environ.get(key_env) if key_env else None)
+    handler = make_handler(config.target, config.params, config.target.api_key())
     if handler.probe_url is None:
         return
     try:

@@ -13,7 +13,6 @@ endpoint costs a few requests rather than the whole dataset.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,8 +51,7 @@ class GenerateSamples(beam.DoFn):
     def setup(self) -> None:
         config = self._config
         assert config.target is not None, "GenerateSamples needs a target"
-        key_env = (config.target.model or config.target.agent).api_key_env  # type: ignore[union-attr]
-        self._handler = make_handler(config.target, config.params, os.environ.get(key_env) if key_env else None)
+        self._handler = make_handler(config.target, config.params, config.target.api_key())
         self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
         params = config.params
         self._engine = InferenceEngine.shared(
