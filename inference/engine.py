@@ -38,7 +38,7 @@ class InferenceEngine:
     ``handler.endpoint_key`` and process, so every DoFn instance (and the LLM judge) in a
     worker shares one HTTP/1.1 keep-alive pool and one ``AdaptiveLimiter`` per endpoint.
     Settings come from the first ``shared`` call for a key. The HTTP/1.1 keep-alive pool
-    holds ``parallelism`` connections, split over ``ShardedClient`` shards of 8.
+    holds ``parallelism`` connections, one ``httpx.AsyncClient`` each (``ShardedClient``).
 
     Args:
         handler: a handler of this endpoint (its headers become the client's defaults).

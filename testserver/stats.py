@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -18,6 +19,12 @@ class Stats:
     latency and stall sleeps; requests rejected with 429 for capacity are counted
     in ``requests`` and ``by_status`` but never in flight. ``peak_in_flight`` is its
     exact maximum (the server is single-threaded).
+
+    ``first_request_at`` and ``last_response_at`` are the server's wall-clock times
+    (``time.time()``) of the first inference request and of the last inference answer
+    since the last reset (None before any), so a benchmark can measure the window in
+    which the endpoint was busy without the client's start-up; ``busy_s`` is their
+    difference.
     """
 
     def __init__(self) -> None:
@@ -34,6 +41,8 @@ class Stats:
         self.per_prompt: Counter[str] = Counter()
         self.peak_in_flight = self.in_flight
         self.last_request = None
+        self.first_request_at: float | None = None
+        self.last_response_at: float | None = None
 
     def connected(self) -> None:
         """Count an accepted TCP connection (keep-alive reuse shows as few connections)."""
@@ -41,6 +50,8 @@ class Stats:
 
     def arrived(self, prompt: str, record: dict[str, Any]) -> None:
         """Count an inference request and remember it as the last one."""
+        if self.first_request_at is None:
+            self.first_request_at = time.time()
         self.requests += 1
         self.per_prompt[prompt] += 1
         self.last_request = record
@@ -58,6 +69,7 @@ class Stats:
     def answered(self, status: int | str) -> None:
         """Count the outcome: an HTTP status, or ``"reset"`` for a dropped connection."""
         self.by_status[str(status)] += 1
+        self.last_response_at = time.time()
 
     def snapshot(self) -> dict[str, Any]:
         """The JSON answer of ``GET /_stats``."""
@@ -68,4 +80,11 @@ class Stats:
             "in_flight": self.in_flight,
             "peak_in_flight": self.peak_in_flight,
             "per_prompt": dict(self.per_prompt),
+            "first_request_at": self.first_request_at,
+            "last_response_at": self.last_response_at,
+            "busy_s": (
+                None
+                if self.first_request_at is None or self.last_response_at is None
+                else self.last_response_at - self.first_request_at
+            ),
         }

@@ -191,7 +191,7 @@ def test_sharded_client_spreads_requests_and_never_queues():
         return httpx.Response(200, json=OK)
 
     async def main():
-        client = ShardedClient(20, 5.0, {"X": "1"}, transport=httpx.MockTransport(slow))
+        client = ShardedClient(20, 5.0, {"X": "1"}, transport=httpx.MockTransport(slow), shard_connections=8)
         assert client.shards == 3
         responses = await asyncio.gather(
             *(client.post("http://mock/v1/chat/completions", content=b"{}") for _ in range(20))
@@ -202,3 +202,26 @@ def test_sharded_client_spreads_requests_and_never_queues():
     responses = asyncio.run(main())
     assert all(r.status_code == 200 for r in responses)
     assert in_flight["peak"] == 20
+
+
+def test_sharded_client_default_is_one_connection_per_shard_and_overflow_still_completes():
+    from inference.pool import ShardedClient
+
+    seen: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        await asyncio.sleep(0)
+        return httpx.Response(200, json=OK)
+
+    async def main():
+        client = ShardedClient(4, 5.0, transport=httpx.MockTransport(handler))
+        assert client.shards == 4
+        url = "http://mock/v1/chat/completions?x=1"
+        responses = await asyncio.gather(*(client.post(url, content=b"{}") for _ in range(10)))  # 6 over the limit
+        await client.aclose()
+        return responses
+
+    responses = asyncio.run(main())
+    assert [r.status_code for r in responses] == [200] * 10
+    assert seen == ["http://mock/v1/chat/completions?x=1"] * 10

@@ -165,3 +165,23 @@ def test_read_request_framing() -> None:
     with pytest.raises(BadRequest) as info:
         _parse(b"garbage\r\n\r\n")
     assert info.value.status == 400
+
+
+def test_stats_busy_window_spans_first_request_to_last_answer() -> None:
+    from testserver.stats import Stats
+
+    stats = Stats()
+    assert stats.snapshot()["busy_s"] is None and stats.snapshot()["first_request_at"] is None
+    stats.arrived("a", {})
+    stats.enter()
+    stats.arrived("b", {})
+    stats.leave()
+    stats.answered(200)
+    snap = stats.snapshot()
+    assert snap["first_request_at"] is not None and snap["last_response_at"] >= snap["first_request_at"]
+    assert snap["busy_s"] == snap["last_response_at"] - snap["first_request_at"]
+    first = snap["first_request_at"]
+    stats.arrived("c", {})  # a later request does not move the start
+    assert stats.snapshot()["first_request_at"] == first
+    stats.reset()
+    assert stats.snapshot()["first_request_at"] is None and stats.snapshot()["last_response_at"] is None

@@ -1,0 +1,45 @@
+"""``bench/inference.py --smoke`` runs every scenario end to end and reports a throughput for each (not the targets)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from testserver.harness import PROJECT_ROOT
+
+
+def _rates(run: dict) -> list[float]:
+    return [run["rows_per_s_busy"], run["rows_per_s_command"]]
+
+
+def test_inference_bench_smoke(tmp_path: Path) -> None:
+    report_path = tmp_path / "inference.json"
+    cmd = [sys.executable, "bench/inference.py", "--smoke", "--json", str(report_path)]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["smoke"] is True and report["reference_sdk"] is None
+    runs = report["runs"]
+    assert set(runs) == {"scenario_1", "scenario_2", "scenario_3", "scenario_4"}
+
+    s1 = runs["scenario_1"]
+    for run in (s1["ours_1p"], s1["ours_2p"], s1["bare"]):
+        assert run["ok"] == run["rows"] > 0 and min(_rates(run)) > 0
+    assert s1["ours_2p"]["processes"] == 2 and s1["ours_2p"]["rows"] == 2 * s1["ours_1p"]["rows"]
+
+    s2 = runs["scenario_2"]
+    for key in ("ours_1p", "bare_shared", "bare_per_worker"):
+        assert s2[key]["ok"] == s2[key]["rows"] > 0 and min(_rates(s2[key])) > 0
+
+    s3 = runs["scenario_3"]["best"]
+    assert s3["rows"] > 0 and min(_rates(s3)) > 0 and 0 < s3["success_rate"] <= 1
+    assert s3["server"]["peak_in_flight"] <= 16  # the capacity the server enforces
+
+    for side in ("ours", "bare"):
+        big = runs["scenario_4"][side]["big"]
+        assert min(_rates(big)) > 0 and runs["scenario_4"][side]["cpu_ms_per_row"] > 0
+
+    table = done.stdout
+    assert "| scenario | measured | baseline | ratio | target | pass/fail |" in table
+    for number in ("1.", "2.", "3.", "4."):
+        assert f"| {number} " in table
