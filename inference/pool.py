@@ -18,9 +18,10 @@ class ShardedClient:
 
     httpcore re-scans every pooled connection (and, for each idle one, every connection
     again) whenever a request enters or leaves its pool, so its CPU per request grows with
-    the pool: measured against the local test server at parallelism 64 (0-20 ms latency),
-    one client per connection sends about 1.7x the requests per CPU-second of shards of 8
-    (0.78 vs 1.1 ms of client CPU per request). A request takes a free connection slot
+    the pool. Against the local test server at parallelism 64 and 0-20 ms latency (the
+    client CPU-bound), one client per connection gave about 1.45x the requests/s of shards
+    of 8 (0.65 vs 0.91 ms of client CPU per request; docs/BENCHMARKS.md); at a fixed
+    100 ms (latency-bound) shards of 8 were about 3% faster. A request takes a free connection slot
     (most recently released first, so a light load keeps reusing a few warm connections)
     and the shard that owns it; as long as callers keep at most ``parallelism`` requests in
     flight (the limiter does), no request ever waits for a connection. Beyond that, extra
