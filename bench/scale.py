@@ -216,6 +216,42 @@ def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int, prog
     return results
 
 
+def run_runners(n: int, cache: Path, work: Path) -> list[dict[str, Any]]:
+    """The same offline config on the default runner, 2 local processes and the PortableRunner."""
+    from testserver.harness import free_port
+
+    port = free_port()
+    service = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    variants = {
+        "FnApiRunner": [],
+        "multi_processing x2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+        "PortableRunner (LOOPBACK)": [
+            "--runner=PortableRunner",
+            f"--job_endpoint=localhost:{port}",
+            "--environment_type=LOOPBACK",
+        ],
+    }
+    results = []
+    try:
+        time.sleep(3)  # the job service takes a moment to listen
+        for label, extra in variants.items():
+            measured = run_once(offline_config(dataset(cache, n)), work, f"runner-{len(results)}", extra)
+            measured.update(mode=f"offline, {label}", size=n, workers=2 if "x2" in label else 1)
+            results.append(measured)
+            print(f"{label:<28} {n:>9,} rows: {measured['rows_per_s']:,.0f} rows/s", file=sys.stderr)
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+    means = {r["exact_match_mean"] for r in results}
+    if len(means) != 1:
+        raise RuntimeError(f"the runners disagree on exact-match: {means}")
+    return results
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = [
         "| mode | workers | rows | wall s | rows/s | peak RSS tree MiB | peak RSS 1 proc MiB | processes |",
@@ -239,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--online-sizes", default="20000", help="row counts for --online")
     parser.add_argument("--parallelism", type=int, default=64, help="params.parallelism for --online")
     parser.add_argument("--progress-interval", default="10", help="--progress_interval of the runs (0: none)")
+    parser.add_argument(
+        "--runners",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="also run ROWS rows on FnApiRunner, 2 local processes and the PortableRunner",
+    )
     args = parser.parse_args(argv)
     sizes = list(SMOKE_SIZES) if args.smoke else [int(s) for s in args.sizes.split(",") if s.strip()]
 
@@ -265,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.online:
             online_sizes = [200] if args.smoke else [int(s) for s in args.online_sizes.split(",") if s.strip()]
             results += run_online(online_sizes, args.cache, work, args.parallelism, args.progress_interval)
+        if args.runners:
+            results += run_runners(args.runners, args.cache, work)
 
     report = {
         "benchmark": "scale",
