@@ -83,6 +83,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
+from bench.proctree import children  # noqa: E402  (needs the project root on sys.path)
+
 DEFAULT_REFERENCE_PYTHON = "/work/refvenv/bin/python"
 REFERENCE_RUNNER = PROJECT_ROOT / "bench" / "reference_runner.py"
 MODEL = "bench-model"
@@ -212,17 +214,6 @@ def _proc_cpu_ticks(path: str) -> int | None:
         return None
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
-                found += [int(child) for child in handle.read().split()]
-    except OSError:
-        pass
-    return found
-
-
 def _runqueue_wait_ns(path: str) -> int:
     """Nanoseconds a task spent runnable but waiting for a CPU (field 2 of /proc/.../schedstat)."""
     try:
@@ -278,7 +269,7 @@ class CpuSampler:
         todo, tree_ticks, tree_wait = [self.root], 0, 0
         while todo:
             pid = todo.pop()
-            todo += _children(pid)
+            todo += children(pid)
             if pid not in self._commands:
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as handle:

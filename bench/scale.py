@@ -34,6 +34,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
+from bench.proctree import descendants  # noqa: E402  (needs the project root on sys.path)
+
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (200, 2_000)
 ROW_GROUP_SIZE = 50_000
@@ -126,27 +128,12 @@ class TreeMemory:
     def _run(self) -> None:
         page = os.sysconf("SC_PAGE_SIZE")
         while not self._stop.is_set():
-            sizes = [_rss_pages(pid) * page for pid in _tree(self.pid)]
+            sizes = [_rss_pages(pid) * page for pid in descendants(self.pid)]
             if sizes:
                 self.peak_tree = max(self.peak_tree, sum(sizes))
                 self.peak_single = max(self.peak_single, max(sizes))
                 self.peak_processes = max(self.peak_processes, len(sizes))
             self._stop.wait(self.interval)
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc/<pid>/task/*/children."""
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as handle:
-                    todo += [int(child) for child in handle.read().split()]
-        except OSError:
-            continue
-    return found
 
 
 def _rss_pages(pid: int) -> int:
