@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any
-from urllib.parse import urlparse
 
 from jsonpath_ng import JSONPath
 from jsonpath_ng.ext import parse as parse_jsonpath
@@ -26,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from core.errors import EvaluatorError, MetricError
 from core.templates import Template
+from core.validators import env_var_name, http_url
 from inference.prepared import PreparedRequest
 from inference.targets.base import TargetHandler, endpoint_key
 from metrics.base import EndpointMetric, EndpointSettings, MetricConfig, MetricContext, register
 
 __all__ = ["RemoteConfig", "RemoteHandler", "RemoteMetric", "RemoteScore"]
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _compile(path: str) -> JSONPath:
@@ -82,22 +80,8 @@ class RemoteConfig(MetricConfig):
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
     parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
 
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError(f"must be an http:// or https:// URL with a host, got {url!r}")
-        return url
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, name: str | None) -> str | None:
-        if name is not None and not _ENV_NAME.match(name):
-            raise ValueError(
-                "must be the NAME of an environment variable holding the key (letters, digits, _), never the key itself"
-            )
-        return name
+    _url = field_validator("url")(http_url)
+    _key = field_validator("api_key_env")(env_var_name)
 
     @field_validator("scores")
     @classmethod

@@ -13,7 +13,6 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlparse
 
 import yaml
 from pydantic import (
@@ -26,6 +25,7 @@ from pydantic import (
 )
 
 from core.errors import ConfigError, EvaluatorError
+from core.validators import env_var_name, http_url
 from metrics.base import MetricConfig, config_model
 
 __all__ = [
@@ -42,26 +42,10 @@ __all__ = [
 ]
 
 _AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _check_url(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"must be an http:// or https:// URL with a host, got {url!r}")
-    return url
-
-
-def _check_env_name(name: str | None) -> str | None:
-    if name is not None and not _ENV_NAME.match(name):
-        raise ValueError(
-            "must be the NAME of an environment variable holding the key (letters, digits, _), never the key itself"
-        )
-    return name
 
 
 class DatasetConfig(_Frozen):
@@ -108,8 +92,8 @@ class ModelTarget(_Frozen):
     api_key_env: str | None = None
     default_headers: dict[str, str] | None = None
 
-    _url = field_validator("url")(_check_url)
-    _key = field_validator("api_key_env")(_check_env_name)
+    _url = field_validator("url")(http_url)
+    _key = field_validator("api_key_env")(env_var_name)
 
     @field_validator("default_headers")
     @classmethod
@@ -135,8 +119,8 @@ class AgentTarget(_Frozen):
     trajectory_path: str | None = None
     api_key_env: str | None = None
 
-    _url = field_validator("url")(_check_url)
-    _key = field_validator("api_key_env")(_check_env_name)
+    _url = field_validator("url")(http_url)
+    _key = field_validator("api_key_env")(env_var_name)
 
 
 class TargetConfig(_Frozen):
