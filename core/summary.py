@@ -7,7 +7,6 @@ sums of their sufficient statistics, and only the lowest-indexed failure is kept
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -137,8 +136,3 @@ class RunSummary:
                 "latency_ms": {key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")},
             },
         }
-
-
-def finite_or_none(value: float) -> float | None:
-    """JSON has no NaN: report a missing value as null."""
-    return value if math.isfinite(value) else None
