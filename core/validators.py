@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
-__all__ = ["env_var_name", "http_url"]
+__all__ = ["env_var_name", "http_url", "unique"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -33,3 +34,14 @@ def env_var_name(name: str | None) -> str | None:
             "must be the NAME of an environment variable holding the key (letters, digits, _), never the key itself"
         )
     return name
+
+
+def unique(values: Sequence[str], what: str) -> None:
+    """Refuse repeated names (score names, rubric labels).
+
+    Raises:
+        ValueError: naming ``what`` and the repeated values.
+    """
+    repeated = sorted({value for value in values if values.count(value) > 1})
+    if repeated:
+        raise ValueError(f"{what} must be unique; repeated: {repeated}")

@@ -45,6 +45,7 @@ from pydantic import Field, field_validator, model_validator
 
 from core.errors import ConfigError, EvaluatorError, MetricError
 from core.templates import Template
+from core.validators import unique
 from inference.prepared import PreparedRequest
 from inference.targets.base import TargetHandler
 from inference.targets.model import ModelHandler, as_request
@@ -101,9 +102,7 @@ class LLMJudgeConfig(MetricConfig):
     @classmethod
     def _unique_names(cls, scores: list[RangeScore | RubricScore]) -> list[RangeScore | RubricScore]:
         names = [score.name for score in scores]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"score names must be unique; repeated: {repeated}")
+        unique(names, "score names")
         if NAN_REASON in names:
             raise ValueError(f"{NAN_REASON!r} is reserved for the judge's own output; rename the score")
         return scores
@@ -228,9 +227,7 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
                 )
             self._log_ignored(message)
             status = f", HTTP {reply.status}" if reply.status is not None else ""
-            return self._all_nan(
-                f"the judge request failed ({reply.failure_class or 'error'}{status}) and was ignored"
-            )
+            return self._all_nan(f"the judge request failed ({reply.failure_class or 'error'}{status}) and was ignored")
         text = reply.sample.get("output_text")
         parsed = parse_reply(text if isinstance(text, str) else "", self._scores)
         out: dict[str, float | str] = {}

@@ -24,13 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from core.errors import EvaluatorError, MetricError
 from core.templates import Template
-from core.validators import env_var_name, http_url
+from core.validators import env_var_name, http_url, unique
 from inference.prepared import PreparedRequest
 from inference.targets.base import TargetHandler, endpoint_key
 from metrics.base import EndpointMetric, EndpointSettings, MetricConfig, MetricContext, register
 
 __all__ = ["RemoteConfig", "RemoteHandler", "RemoteMetric", "RemoteScore"]
-
 
 
 def _compile(path: str) -> JSONPath:
@@ -86,10 +85,7 @@ class RemoteConfig(MetricConfig):
     @field_validator("scores")
     @classmethod
     def _unique(cls, scores: list[RemoteScore]) -> list[RemoteScore]:
-        names = [score.name for score in scores]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"score names must be unique; repeated: {repeated}")
+        unique([score.name for score in scores], "score names")
         for score in scores:
             if score.json_path is None:
                 _compile(score.path)

@@ -104,9 +104,7 @@ def parse_score(text: str, score: RangeScore | RubricScore) -> ParsedScore:
     return _in_range(score, value)
 
 
-def _from_json(
-    score: RangeScore | RubricScore, data: dict[str, Any] | None, missing_reason: str | None
-) -> ParsedScore:
+def _from_json(score: RangeScore | RubricScore, data: dict[str, Any] | None, missing_reason: str | None) -> ParsedScore:
     if data is None:
         return ParsedScore(NAN, reason=missing_reason)
     key = json_key(score)

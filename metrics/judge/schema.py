@@ -63,8 +63,10 @@ def check_schema_covers_scores(schema: Any, scores: Sequence[RangeScore | Rubric
 
     """
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(schema, Mapping) or schema.get("type", "object") != "object" or not isinstance(
-        properties, Mapping
+    if (
+        not isinstance(schema, Mapping)
+        or schema.get("type", "object") != "object"
+        or not isinstance(properties, Mapping)
     ):
         raise ValueError("the schema must be an object schema with 'properties' (type: object)")
     for score in scores:

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
+from core.validators import unique
+
 __all__ = [
     "JsonParser",
     "JudgeScore",
@@ -120,10 +122,7 @@ class RubricScore(_Score):
     @field_validator("rubric")
     @classmethod
     def _unique_labels(cls, levels: list[RubricLevel]) -> list[RubricLevel]:
-        labels = [level.label for level in levels]
-        duplicates = sorted({label for label in labels if labels.count(label) > 1})
-        if duplicates:
-            raise ValueError(f"rubric labels must be unique; repeated: {duplicates}")
+        unique([level.label for level in levels], "rubric labels")
         return levels
 
     @property
