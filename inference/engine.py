@@ -18,7 +18,7 @@ from inference.counters import CounterSnapshot, EngineCounters
 from inference.limiter import AdaptiveLimiter
 from inference.loop import background_loop, stop_background_loop
 from inference.outcome import Outcome
-from inference.pool import ShardedClient
+from inference.pool import make_client
 from inference.prepared import PreparedRequest
 from inference.retry import RetryPolicy, call_with_retries
 from inference.targets.base import TargetHandler
@@ -38,7 +38,8 @@ class InferenceEngine:
     ``handler.endpoint_key`` and process, so every DoFn instance (and the LLM judge) in a
     worker shares one HTTP/1.1 keep-alive pool and one ``AdaptiveLimiter`` per endpoint.
     Settings come from the first ``shared`` call for a key. The HTTP/1.1 keep-alive pool
-    holds ``parallelism`` connections, one ``httpx.AsyncClient`` each (``ShardedClient``).
+    holds ``parallelism`` connections (``pool.make_client``: the lean ``Http11Client``, or
+    httpx when a proxy is configured).
 
     Args:
         handler: a handler of this endpoint (its headers become the client's defaults).
@@ -70,7 +71,7 @@ class InferenceEngine:
         self.request_timeout = request_timeout or DEFAULT_TIMEOUT_S
         self._loop = background_loop()
         self._headers = dict(handler.headers)
-        self._client = ShardedClient(parallelism, self.request_timeout, self._headers)
+        self._client = make_client(parallelism, self.request_timeout, self._headers)
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
         self._rng = rng or random.Random()

@@ -1,16 +1,40 @@
-"""Keep-alive connections as many one-connection httpx clients: httpx's pool bookkeeping grows with its size."""
+"""The engine's HTTP client: the lean HTTP/1.1 client, or httpx when the environment names a proxy."""
 
 from __future__ import annotations
 
 import math
+import urllib.request
 from collections import deque
 from collections.abc import Mapping
 
 import httpx
 
-__all__ = ["SHARD_CONNECTIONS", "ShardedClient"]
+from inference.http11 import Http11Client
+
+__all__ = ["SHARD_CONNECTIONS", "ShardedClient", "make_client", "proxy_configured"]
 
 SHARD_CONNECTIONS = 1
+
+
+def proxy_configured() -> bool:
+    """True when HTTP_PROXY, HTTPS_PROXY or ALL_PROXY (any case) is set: httpx then applies them and NO_PROXY."""
+    return bool({"http", "https", "all"} & set(urllib.request.getproxies_environment()))
+
+
+def make_client(
+    parallelism: int, timeout: float, headers: Mapping[str, str] | None = None
+) -> Http11Client | ShardedClient:
+    """Return the client for an engine: ``Http11Client`` unless a proxy is configured.
+
+    Args:
+        parallelism: the most requests in flight (one connection each).
+        timeout: seconds per attempt (connect, and request to full reply).
+        headers: default headers for every request.
+
+    """
+    if proxy_configured():
+        return ShardedClient(parallelism, timeout, headers)
+    return Http11Client(parallelism, timeout, headers, ssl_context=httpx.create_ssl_context())
 
 
 class ShardedClient:

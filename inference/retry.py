@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
-
 from core.errors import EndpointError
 from inference.backoff import RandomSource, retry_wait
 from inference.classify import Failure, classify, safe_url
@@ -20,13 +18,26 @@ from inference.outcome import Outcome
 from inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes
 from inference.targets.base import TargetHandler
 
-__all__ = ["PostClient", "RetryPolicy", "call_with_retries"]
+__all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries"]
+
+
+class Reply(Protocol):
+    """What the retry loop reads from a reply (``httpx.Response`` or ``http11.HttpResponse``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content(self) -> bytes: ...
 
 
 class PostClient(Protocol):
-    """What the retry loop needs from an HTTP client: ``httpx.AsyncClient`` or ``ShardedClient``."""
+    """What the retry loop needs from an HTTP client: ``Http11Client``, ``ShardedClient`` or ``httpx.AsyncClient``."""
 
-    async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> httpx.Response:
+    async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> Reply:
         """POST ``content`` and return the fully read response."""
         ...
 
@@ -65,7 +76,7 @@ async def call_with_retries(
     slot. Nothing is raised (except cancellation): failures come back as ``Outcome.error``.
 
     Args:
-        client: the shared HTTP client (``httpx.AsyncClient`` or ``ShardedClient``).
+        client: the shared HTTP client (see ``PostClient``).
         limiter: the endpoint's limiter.
         handler: parses 2xx replies; its ``secrets`` are masked in messages.
         prepared: the request.

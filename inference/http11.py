@@ -1,0 +1,394 @@
+"""A lean HTTP/1.1 keep-alive client on asyncio protocols: the engine's transport when no proxy is set.
+
+Why not httpx here: httpx, httpcore and anyio cost about 0.5 ms of CPU and several event
+loop passes per request. With 64 requests in flight those passes queue behind each other,
+so at a fixed 100 ms server latency a bare httpx loop reached 0.91 of the ideal rate where
+plain asyncio sockets reached 0.97 (docs/BENCHMARKS.md). Here a request is one
+``transport.write`` and one awaited future, and the reply is parsed in ``data_received``.
+
+Scope, on purpose: POST with an in-memory body over TCP or TLS; replies delimited by
+``Content-Length``, chunked encoding or connection close; ``1xx`` replies skipped; no
+compression (none is asked for), redirects, HTTP/2 or proxies (``pool.make_client`` uses
+httpx when the environment names a proxy). Failures raise httpx's exception classes so
+``inference.classify`` stays the one place that turns them into retry decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import Mapping
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+import httpx
+
+__all__ = ["Http11Client", "HttpResponse"]
+
+_MAX_HEAD = 64 * 1024
+_UNTIL_CLOSE = -1
+_CHUNKED = -2
+
+
+class HttpResponse:
+    """A fully read reply: what the retry loop reads from ``httpx.Response``, without its cost."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers  # names lower-cased; repeated headers joined with ", "
+        self.content = content
+
+
+class _Origin(NamedTuple):
+    host: str
+    port: int
+    tls: bool
+    prefix: bytes  # request line, Host and the default headers
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; at most one request at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[HttpResponse] | None = None
+        self._status = 0
+        self._headers: dict[str, str] | None = None
+        self._remaining = 0  # body bytes still to read, or _UNTIL_CLOSE / _CHUNKED
+        self._chunks: list[bytes] = []
+        self.reusable = True
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():  # bytes nobody asked for: unusable
+            self.abort()
+            return
+        self._buffer += data
+        try:
+            self._parse()
+        except httpx.RemoteProtocolError as exc:
+            self._fail(exc)
+
+    def eof_received(self) -> bool:
+        self.reusable = False
+        if self._remaining == _UNTIL_CLOSE and self._headers is not None:
+            self._finish(bytes(self._buffer))
+        return False  # let the transport close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.reusable = False
+        if self._remaining == _UNTIL_CLOSE and self._headers is not None and exc is None:
+            self._finish(bytes(self._buffer))
+            return
+        if exc is not None:
+            self._fail(httpx.ReadError(f"{type(exc).__name__}: {exc}"))
+        else:
+            self._fail(httpx.RemoteProtocolError("the server closed the connection before a complete reply"))
+
+    async def request(self, message: bytes, timeout: float) -> HttpResponse:
+        """Send one request and wait for its reply; on any failure the connection is dropped."""
+        assert self._transport is not None
+        waiter = self._waiter = self._loop.create_future()
+        self._status, self._headers, self._remaining, self._chunks = 0, None, 0, []
+        self._transport.write(message)
+        timer = self._loop.call_later(timeout, self._time_out, timeout)
+        try:
+            return await waiter
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def abort(self) -> None:
+        """Drop the connection now."""
+        self.reusable = False
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _time_out(self, timeout: float) -> None:
+        self._fail(httpx.ReadTimeout(f"no complete reply within {timeout:g} s"))
+        self.abort()
+
+    def _fail(self, exc: Exception) -> None:
+        self.reusable = False
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def _finish(self, body: bytes) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            assert self._headers is not None
+            waiter.set_result(HttpResponse(self._status, self._headers, body))
+
+    def _parse(self) -> None:
+        buffer = self._buffer
+        while self._headers is None:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buffer) > _MAX_HEAD:
+                    raise httpx.RemoteProtocolError("the reply's header section is over 64 KiB")
+                return
+            head = bytes(buffer[:end])
+            del buffer[: end + 4]
+            self._read_head(head)
+        remaining = self._remaining
+        if remaining == _CHUNKED:
+            self._read_chunks()
+        elif remaining >= 0 and len(buffer) >= remaining:
+            body = bytes(buffer[:remaining])
+            del buffer[:remaining]
+            if buffer:  # more than the reply: the connection is out of step
+                self.reusable = False
+            self._finish(body)
+
+    def _read_head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        try:
+            version, status = parts[0], int(parts[1])
+        except (IndexError, ValueError):
+            raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}") from None
+        if not version.startswith("HTTP/1."):
+            raise httpx.RemoteProtocolError(f"unsupported protocol {version[:20]!r}")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the real reply follows
+            return
+        self._status, self._headers = status, headers
+        connection = headers.get("connection", "").lower()
+        if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
+            self.reusable = False
+        if status in (204, 304):
+            self._remaining = 0
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._remaining = _CHUNKED
+        elif "content-length" in headers:
+            try:
+                self._remaining = int(headers["content-length"].split(",")[0])
+            except ValueError:
+                raise httpx.RemoteProtocolError("malformed Content-Length") from None
+        else:
+            self._remaining = _UNTIL_CLOSE
+            self.reusable = False
+
+    def _read_chunks(self) -> None:
+        buffer = self._buffer
+        while True:
+            line_end = buffer.find(b"\r\n")
+            if line_end < 0:
+                return
+            try:
+                size = int(bytes(buffer[:line_end]).split(b";", 1)[0], 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError("malformed chunk size") from None
+            if size == 0:  # the last chunk, then optional trailers and a blank line
+                if buffer[line_end + 2 : line_end + 4] == b"\r\n":
+                    end = line_end + 4
+                else:
+                    end = buffer.find(b"\r\n\r\n", line_end)
+                    if end < 0:
+                        return
+                    end += 4
+                del buffer[:end]
+                if buffer:
+                    self.reusable = False
+                self._finish(b"".join(self._chunks))
+                return
+            start = line_end + 2
+            if len(buffer) < start + size + 2:
+                return
+            self._chunks.append(bytes(buffer[start : start + size]))
+            del buffer[: start + size + 2]
+
+
+class Http11Client:
+    """Keep-alive HTTP/1.1 connections per origin, reused most-recently-released first.
+
+    Args:
+        max_connections: open connections per origin; more requests wait for a free one.
+        timeout: seconds to connect, and seconds from sending a request to its full reply.
+        headers: default headers for every request.
+        ssl_context: for https URLs (httpx's default context when None).
+
+    """
+
+    def __init__(
+        self,
+        max_connections: int,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._max_connections = max(1, max_connections)
+        self._timeout = timeout
+        self._headers = dict(headers or {})
+        self._default_block = _header_block(self._headers)
+        self._ssl_context = ssl_context
+        self._origins: dict[str, _Origin] = {}
+        self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
+        self._open: dict[tuple[str, int, bool], int] = {}
+        self._waiters: dict[tuple[str, int, bool], deque[asyncio.Future[_Connection | None]]] = {}
+        self._closed = False
+
+    async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """POST ``content`` (JSON) and return the fully read reply."""
+        origin = self._origins.get(url)
+        if origin is None:
+            origin = self._origin(url)
+        block = self._default_block if headers is None else _header_block({**self._headers, **headers})
+        message = b"%s%sContent-Length: %d\r\n\r\n%s" % (origin.prefix, block, len(content), content)
+        key = (origin.host, origin.port, origin.tls)
+        connection = await self._acquire(key, origin)
+        try:
+            response = await connection.request(message, self._timeout)
+        finally:
+            self._release(key, connection)
+        return response
+
+    async def aclose(self) -> None:
+        """Close every connection; requests waiting for one fail."""
+        self._closed = True
+        for connections in self._idle.values():
+            for connection in connections:
+                connection.abort()
+        self._idle.clear()
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._waiters.clear()
+
+    def _origin(self, url: str) -> _Origin:
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise httpx.InvalidURL(str(exc)) from None
+        if parts.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {parts.scheme!r}")
+        if not parts.hostname:
+            raise httpx.InvalidURL("the URL has no host")
+        tls = parts.scheme == "https"
+        host = parts.hostname
+        shown = f"[{host}]" if ":" in host else host
+        if port is not None:
+            shown = f"{shown}:{port}"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        prefix = f"POST {target} HTTP/1.1\r\nHost: {shown}\r\n".encode("ascii")
+        origin = _Origin(host, port or (443 if tls else 80), tls, prefix)
+        if len(self._origins) >= 256:
+            self._origins.clear()
+        self._origins[url] = origin
+        return origin
+
+    async def _acquire(self, key: tuple[str, int, bool], origin: _Origin) -> _Connection:
+        if self._closed:
+            raise httpx.ConnectError("the client is closed")
+        idle = self._idle.get(key)
+        while idle:
+            connection = idle.pop()
+            if not connection.closed:
+                return connection
+            self._open[key] -= 1
+        if self._open.get(key, 0) >= self._max_connections:
+            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(key, deque()).append(waiter)
+            try:
+                handed = await waiter  # a released connection, or None: open a new one
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():  # handed over just before the cancel
+                    handed = waiter.result()
+                    if handed is not None:
+                        self._release(key, handed)
+                    else:
+                        self._wake(key, None)
+                raise
+            if handed is not None:
+                return handed
+            if self._closed:
+                raise httpx.ConnectError("the client is closed")
+        self._open[key] = self._open.get(key, 0) + 1
+        try:
+            return await self._connect(origin)
+        except BaseException:
+            self._open[key] -= 1
+            self._wake(key, None)
+            raise
+
+    def _release(self, key: tuple[str, int, bool], connection: _Connection) -> None:
+        if connection.reusable and not connection.closed and not self._closed:
+            if not self._wake(key, connection):
+                self._idle.setdefault(key, []).append(connection)
+            return
+        connection.abort()
+        self._open[key] -= 1
+        self._wake(key, None)
+
+    def _wake(self, key: tuple[str, int, bool], connection: _Connection | None) -> bool:
+        """Hand ``connection`` (or a free slot, when None) to the first waiter; False if none waits."""
+        waiters = self._waiters.get(key)
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # with None, the free slot passes to the waiter, which counts itself
+                waiter.set_result(connection)
+                return True
+        return False
+
+    async def _connect(self, origin: _Origin) -> _Connection:
+        loop = asyncio.get_running_loop()
+        context = None
+        if origin.tls:
+            if self._ssl_context is None:
+                self._ssl_context = httpx.create_ssl_context()
+            context = self._ssl_context
+        try:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(loop),
+                    origin.host,
+                    origin.port,
+                    ssl=context,
+                    server_hostname=origin.host if context is not None else None,
+                ),
+                self._timeout,
+            )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"no connection within {self._timeout:g} s") from None
+        except OSError as exc:
+            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
+        return connection
+
+
+def _header_block(headers: Mapping[str, str]) -> bytes:
+    """Encode header lines, refusing CR, LF and NUL (they would let a value inject a request)."""
+    lines = []
+    for name, value in headers.items():
+        line = f"{name}: {value}"
+        if any(char in line for char in "\r\n\0"):
+            raise httpx.LocalProtocolError(f"header {name!r} holds a line break or NUL")
+        lines.append(line)
+    try:
+        return "".join(f"{line}\r\n" for line in lines).encode("latin-1")
+    except UnicodeEncodeError:
+        raise httpx.LocalProtocolError("header values must be Latin-1 text") from None
