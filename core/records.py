@@ -93,6 +93,37 @@ class EndpointReply:
 
 
 @dataclass(slots=True)
+class CallUsage:
+    """What a row's metric endpoint calls (LLM judge, remote scorer) cost, summed for ``results.json``."""
+
+    requests: int = 0
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @classmethod
+    def of_replies(cls, replies: dict[str, EndpointReply] | None) -> CallUsage | None:
+        """Sum the calls that reached the endpoint (a request that could not be built made none)."""
+        if not replies:
+            return None
+        usage = cls()
+        for reply in replies.values():
+            if reply.attempts:
+                usage.requests += 1
+                usage.attempts += reply.attempts
+                usage.prompt_tokens += reply.prompt_tokens or 0
+                usage.completion_tokens += reply.completion_tokens or 0
+        return usage
+
+    def add(self, other: CallUsage) -> None:
+        """Fold ``other`` in."""
+        self.requests += other.requests
+        self.attempts += other.attempts
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+@dataclass(slots=True)
 class GeneratedRow:
     """A row after sample generation (or offline pass-through), with any metric endpoint replies."""
 
@@ -117,6 +148,7 @@ class ScoredRow:
     inference: InferenceInfo = field(default_factory=InferenceInfo)
     labels: dict[str, str] = field(default_factory=dict)
     corpus_stats: dict[str, list[float]] | None = None
+    metric_calls: CallUsage | None = None
 
     @property
     def ok(self) -> bool:

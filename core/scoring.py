@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.errors import EvaluatorError
-from core.records import GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
+from core.records import CallUsage, GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
 from metrics.base import Metric, MetricConfig, MetricContext, resolve
 
 __all__ = ["RowScorer", "metric_keys"]
@@ -65,6 +65,7 @@ class RowScorer:
             inference=row.inference or InferenceInfo(),
             labels=labels,
             corpus_stats=corpus,
+            metric_calls=CallUsage.of_replies(row.metric_responses),
         )
 
     def _score_metrics(self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]) -> RowFailure | None:

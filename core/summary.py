@@ -7,12 +7,13 @@ sums of their sufficient statistics, and only the lowest-indexed failure is kept
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.records import ScoredRow
+from core.records import CallUsage, ScoredRow
 from stats.summary import ScoreAccumulator
 from stats.summary import merge as merge_accumulators
 from stats.summary import result as score_result
@@ -46,6 +47,7 @@ class RunSummary:
     attempts: int = 0
     requests: int = 0
     latency_ms: ScoreAccumulator = field(default_factory=ScoreAccumulator)
+    metric_calls: CallUsage = field(default_factory=CallUsage)
 
     def add(self, row: ScoredRow) -> None:
         """Fold one scored row in."""
@@ -78,6 +80,8 @@ class RunSummary:
             self.completion_tokens += info.completion_tokens or 0
             if info.latency_s is not None:
                 self.latency_ms.add(info.latency_s * 1000.0)
+        if row.metric_calls is not None:
+            self.metric_calls.add(row.metric_calls)
 
     @staticmethod
     def merge(summaries: Iterable[RunSummary]) -> RunSummary:
@@ -92,6 +96,7 @@ class RunSummary:
             merged.completion_tokens += part.completion_tokens
             merged.attempts += part.attempts
             merged.requests += part.requests
+            merged.metric_calls.add(part.metric_calls)
             for name, counts in part.labels.items():
                 merged.labels.setdefault(name, Counter()).update(counts)
             for key, stats in part.corpus.items():
@@ -134,5 +139,6 @@ class RunSummary:
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "latency_ms": {key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")},
+                "metric_calls": dataclasses.asdict(self.metric_calls),
             },
         }
