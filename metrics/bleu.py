@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -11,6 +12,9 @@ from core.errors import MetricError
 from core.templates import Template, render_text
 from metrics.base import Metric, MetricConfig, MetricContext, register
 from metrics.operands import Candidate
+
+if TYPE_CHECKING:
+    from sacrebleu.metrics.bleu import BLEUScore
 
 __all__ = ["MAX_NGRAM_ORDER", "Bleu", "BleuConfig"]
 
@@ -45,6 +49,8 @@ class Bleu(Metric[BleuConfig]):
 
         # What sacrebleu.sentence_bleu builds on every call, built once (13a, exp smoothing).
         self._sentence = BLEU(effective_order=True)
+        # The last row's statistics: with one reference, corpus_stats needs exactly what score computed.
+        self._last: tuple[str, list[str], BLEUScore] | None = None
 
     def output_names(self) -> list[str]:
         return ["sentence"]
@@ -52,7 +58,7 @@ class Bleu(Metric[BleuConfig]):
     def score(self, ctx: MetricContext) -> dict[str, float]:
         candidate = self._candidate.render(self, ctx)
         references = self._render_references(ctx, self._references)
-        return {"sentence": self._sentence.sentence_score(candidate, references).score}
+        return {"sentence": self._sentence_score(candidate, references).score}
 
     def corpus_output_names(self) -> list[str]:
         return ["corpus"]
@@ -71,7 +77,7 @@ class Bleu(Metric[BleuConfig]):
         candidate = self._candidate.render(self, ctx)
         references = self._render_references(ctx, self._references[:1])
         # Match counts and lengths do not depend on effective_order or smoothing.
-        stats = self._sentence.sentence_score(candidate, references)
+        stats = self._sentence_score(candidate, references)
         vector = (stats.sys_len, stats.ref_len, *stats.counts, *stats.totals)
         return [float(value) for value in vector]
 
@@ -102,6 +108,14 @@ class Bleu(Metric[BleuConfig]):
             max_ngram_order=MAX_NGRAM_ORDER,
         )
         return {"corpus": score.score}
+
+    def _sentence_score(self, candidate: str, references: list[str]) -> BLEUScore:
+        last = self._last
+        if last is not None and last[0] == candidate and last[1] == references:
+            return last[2]
+        result = self._sentence.sentence_score(candidate, references)
+        self._last = (candidate, references, result)
+        return result
 
     def _render_references(self, ctx: MetricContext, templates: list[Template]) -> list[str]:
         context = ctx.template_context
