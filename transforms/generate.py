@@ -109,7 +109,7 @@ class GenerateSamples(beam.DoFn):
         )
         self._latency.update(int(outcome.latency_s * 1000))
         if outcome.error is not None or outcome.sample is None:
-            message = outcome.error.message if outcome.error else "no answer"
+            message = str(outcome.error) if outcome.error else "no answer"  # the hint included
             return self._failed_row(row, f"row {row.row_index} failed inference: {message}", info)
         self._generated.inc()
         return GeneratedRow(row.row_index, row.item, outcome.sample, inference=info)

@@ -248,6 +248,7 @@ def test_retryable_statuses_are_retried_until_max_retries(start_server, write_js
         expected_statuses[str(status)] = expected_statuses.get(str(status), 0) + min(times, 4)
     assert stats["by_status"] == expected_statuses
     assert (out_rows[20]["http_status"], out_rows[23]["http_status"]) == (500, 503)
+    assert "lower params.parallelism" in out_rows[23]["error"]  # an overload failure says what to do
     assert sum(r["attempts"] for r in out_rows) == N + 2 + 1 + 3 + 1 + 2 + 3 + 3
 
 
@@ -304,6 +305,8 @@ def test_timeouts_past_max_retries_are_recorded_with_a_cause(start_server, write
     out_rows, stats = check_run(result, server, rows, max_retries=1, failed=failed, server_sees_every_attempt=False)
     assert stats["requests"] <= 40 and stats["by_status"] == {}  # no stalled reply ever came
     assert all(r["http_status"] is None and r["latency_ms"] >= 2000 * timeout for r in out_rows)
+    waited = [r["error"] for r in out_rows if "waiting for a reply" in r["error"]]
+    assert waited and all("raise params.request_timeout" in error for error in waited)  # says what to do
     assert elapsed < 15.0  # Beam start-up + two rounds of 0.5 s timeouts, not 40 stalls of 30 s
 
 
