@@ -16,17 +16,21 @@ httpx when the environment names a proxy). Failures raise httpx's exception clas
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from collections import deque
 from collections.abc import Mapping
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 __all__ = ["Http11Client", "HttpResponse"]
 
 _MAX_HEAD = 64 * 1024
+# Characters kept as they are in a request target; anything else is percent-encoded (RFC 3986).
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
 _UNTIL_CLOSE = -1
 _CHUNKED = -2
 
@@ -46,7 +50,8 @@ class _Origin(NamedTuple):
     host: str
     port: int
     tls: bool
-    prefix: bytes  # request line, Host and the default headers
+    request_line: bytes
+    host_line: bytes
 
 
 class _Connection(asyncio.Protocol):
@@ -110,6 +115,22 @@ class _Connection(asyncio.Protocol):
         finally:
             timer.cancel()
             self._waiter = None
+
+    def usable(self) -> bool:
+        """True when an idle connection is still open: no close (or stray bytes) waiting unread.
+
+        The loop may not have read a FIN that has already arrived (a server that closes right
+        after a reply), so the socket itself is asked, as httpcore does before reuse.
+        """
+        if self.closed or not self.reusable or self._transport is None:
+            return False
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        try:
+            return not _readable(sock.fileno())
+        except (OSError, ValueError):
+            return False
 
     def abort(self) -> None:
         """Drop the connection now."""
@@ -221,13 +242,29 @@ class _Connection(asyncio.Protocol):
             del buffer[: start + size + 2]
 
 
+_Key = tuple[str, int, bool]  # host, port, TLS
+
+
+def _readable(fd: int) -> bool:
+    """True when ``fd`` has input (or EOF) waiting; poll where there is one (select stops at fd 1024)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
+
+
 class Http11Client:
     """Keep-alive HTTP/1.1 connections per origin, reused most-recently-released first.
 
     Args:
-        max_connections: open connections per origin; more requests wait for a free one.
-        timeout: seconds to connect, and seconds from sending a request to its full reply.
-        headers: default headers for every request.
+        max_connections: open connections per origin; more requests wait (up to
+            ``timeout``) for a free one.
+        timeout: seconds to connect, to wait for a free connection, and from sending a
+            request to its full reply.
+        headers: default headers for every request (a per-request header replaces the
+            default of the same name, in any case; ``Host`` replaces the automatic one).
         ssl_context: for https URLs (httpx's default context when None).
 
     """
@@ -242,13 +279,13 @@ class Http11Client:
     ) -> None:
         self._max_connections = max(1, max_connections)
         self._timeout = timeout
-        self._headers = dict(headers or {})
+        self._headers = _by_lower_name(headers or {})
         self._default_block = _header_block(self._headers)
         self._ssl_context = ssl_context
         self._origins: dict[str, _Origin] = {}
-        self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
-        self._open: dict[tuple[str, int, bool], int] = {}
-        self._waiters: dict[tuple[str, int, bool], deque[asyncio.Future[_Connection | None]]] = {}
+        self._idle: dict[_Key, list[_Connection]] = {}
+        self._open: dict[_Key, int] = {}
+        self._waiters: dict[_Key, deque[asyncio.Future[_Connection | None]]] = {}
         self._closed = False
 
     async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> HttpResponse:
@@ -256,8 +293,12 @@ class Http11Client:
         origin = self._origins.get(url)
         if origin is None:
             origin = self._origin(url)
-        block = self._default_block if headers is None else _header_block({**self._headers, **headers})
-        message = b"%s%sContent-Length: %d\r\n\r\n%s" % (origin.prefix, block, len(content), content)
+        if headers is None:
+            block = self._default_block
+        else:
+            block = _header_block({**self._headers, **_by_lower_name(headers)})
+        host = b"" if block.startswith(b"Host:") or b"\r\nHost:" in block else origin.host_line
+        message = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (origin.request_line, host, block, len(content), content)
         key = (origin.host, origin.port, origin.tls)
         connection = await self._acquire(key, origin)
         try:
@@ -283,69 +324,86 @@ class Http11Client:
         try:
             parts = urlsplit(url)
             port = parts.port
-        except ValueError as exc:
-            raise httpx.InvalidURL(str(exc)) from None
+            host = parts.hostname or ""
+            ascii_host = host.encode("idna").decode("ascii")
+        except (ValueError, UnicodeError) as exc:
+            raise httpx.InvalidURL(f"invalid URL: {exc}") from None
         if parts.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {parts.scheme!r}")
-        if not parts.hostname:
+        if not host:
             raise httpx.InvalidURL("the URL has no host")
         tls = parts.scheme == "https"
-        host = parts.hostname
-        shown = f"[{host}]" if ":" in host else host
+        shown = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
         if port is not None:
             shown = f"{shown}:{port}"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        prefix = f"POST {target} HTTP/1.1\r\nHost: {shown}\r\n".encode("ascii")
-        origin = _Origin(host, port or (443 if tls else 80), tls, prefix)
+        target = quote(parts.path or "/", safe=_PATH_SAFE)
+        if parts.query:
+            target = f"{target}?{quote(parts.query, safe=_QUERY_SAFE)}"
+        origin = _Origin(
+            ascii_host,
+            port or (443 if tls else 80),
+            tls,
+            f"POST {target} HTTP/1.1\r\n".encode("ascii"),
+            f"Host: {shown}\r\n".encode("ascii"),
+        )
         if len(self._origins) >= 256:
             self._origins.clear()
         self._origins[url] = origin
         return origin
 
-    async def _acquire(self, key: tuple[str, int, bool], origin: _Origin) -> _Connection:
-        if self._closed:
-            raise httpx.ConnectError("the client is closed")
-        idle = self._idle.get(key)
-        while idle:
-            connection = idle.pop()
-            if not connection.closed:
-                return connection
-            self._open[key] -= 1
-        if self._open.get(key, 0) >= self._max_connections:
-            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
-            self._waiters.setdefault(key, deque()).append(waiter)
-            try:
-                handed = await waiter  # a released connection, or None: open a new one
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():  # handed over just before the cancel
-                    handed = waiter.result()
-                    if handed is not None:
-                        self._release(key, handed)
-                    else:
-                        self._wake(key, None)
-                raise
-            if handed is not None:
-                return handed
+    async def _acquire(self, key: _Key, origin: _Origin) -> _Connection:
+        """An idle connection that is still open, a released one, or a new one."""
+        while True:
             if self._closed:
                 raise httpx.ConnectError("the client is closed")
-        self._open[key] = self._open.get(key, 0) + 1
-        try:
-            return await self._connect(origin)
-        except BaseException:
-            self._open[key] -= 1
-            self._wake(key, None)
-            raise
+            idle = self._idle.get(key)
+            connection = idle.pop() if idle else None
+            if connection is None and self._open.get(key, 0) >= self._max_connections:
+                connection = await self._wait_for_connection(key)
+                if connection is None:  # a slot was freed (or the client closed): open a new one
+                    continue
+            if connection is None:
+                self._open[key] = self._open.get(key, 0) + 1
+                try:
+                    return await self._connect(origin)
+                except BaseException:
+                    self._discarded(key)
+                    raise
+            if connection.usable():
+                return connection
+            connection.abort()  # the server closed it while idle
+            self._discarded(key)
 
-    def _release(self, key: tuple[str, int, bool], connection: _Connection) -> None:
+    async def _wait_for_connection(self, key: _Key) -> _Connection | None:
+        waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, deque()).append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, self._timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            if waiter.done() and not waiter.cancelled():  # handed over just before the cancel
+                handed = waiter.result()
+                if handed is not None:
+                    self._release(key, handed)
+                else:
+                    self._wake(key, None)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise httpx.PoolTimeout(f"no free connection within {self._timeout:g} s") from None
+
+    def _release(self, key: _Key, connection: _Connection) -> None:
         if connection.reusable and not connection.closed and not self._closed:
             if not self._wake(key, connection):
                 self._idle.setdefault(key, []).append(connection)
             return
         connection.abort()
+        self._discarded(key)
+
+    def _discarded(self, key: _Key) -> None:
+        """A connection (or a connection attempt) is gone: its slot goes to a waiter, if any."""
         self._open[key] -= 1
         self._wake(key, None)
 
-    def _wake(self, key: tuple[str, int, bool], connection: _Connection | None) -> bool:
+    def _wake(self, key: _Key, connection: _Connection | None) -> bool:
         """Hand ``connection`` (or a free slot, when None) to the first waiter; False if none waits."""
         waiters = self._waiters.get(key)
         while waiters:
@@ -373,17 +431,25 @@ class Http11Client:
                 ),
                 self._timeout,
             )
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
             raise httpx.ConnectTimeout(f"no connection within {self._timeout:g} s") from None
         except OSError as exc:
             raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
         return connection
 
 
-def _header_block(headers: Mapping[str, str]) -> bytes:
+def _by_lower_name(headers: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Headers keyed by lower-cased name (so a later one replaces an earlier one in any case).
+
+    ``Content-Length`` is dropped: the client sets it from the body.
+    """
+    return {name.lower(): (name, value) for name, value in headers.items() if name.lower() != "content-length"}
+
+
+def _header_block(headers: Mapping[str, tuple[str, str]]) -> bytes:
     """Encode header lines, refusing CR, LF and NUL (they would let a value inject a request)."""
     lines = []
-    for name, value in headers.items():
+    for name, value in headers.values():
         line = f"{name}: {value}"
         if any(char in line for char in "\r\n\0"):
             raise httpx.LocalProtocolError(f"header {name!r} holds a line break or NUL")
