@@ -13,7 +13,6 @@ setup(
     install_requires=[
         "apache-beam==2.77.0",
         "httpx>=0.27,<1",
-        "openai>=1.40",
         "pydantic>=2.7,<3",
         "jinja2>=3.1",
         "pyyaml>=6",
