@@ -42,9 +42,7 @@ def build_graph(
         # Spread rows over every worker before the slow stage: one file is read by one
         # worker, but each worker process has its own `parallelism` requests in flight.
         generated = (
-            rows
-            | "SpreadRows" >> beam.Reshuffle()
-            | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
+            rows | "SpreadRows" >> beam.Reshuffle() | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
         )
     else:
         generated = rows | "NoTarget" >> beam.Map(passthrough_offline)

@@ -89,18 +89,13 @@ def test_corpus_on_subsets_matches_sacrebleu(build, row, corpus, size: int) -> N
 
 def test_partition_sums_give_the_same_corpus_score(build, row, corpus) -> None:
     metric = _metric(build)
-    stats = [
-        metric.corpus_stats(row({"candidate": c, "refs": _padded(r)})) for c, r in corpus
-    ]
+    stats = [metric.corpus_stats(row({"candidate": c, "refs": _padded(r)})) for c, r in corpus]
     whole = metric.corpus_score([sum(column) for column in zip(*stats, strict=True)])["corpus"]
     rng = random.Random(7)
     for parts in (2, 3, 8, 31):
         shuffled = stats[:]
         rng.shuffle(shuffled)
-        partials = [
-            [sum(column) for column in zip(*shuffled[i::parts], strict=True)]
-            for i in range(parts)
-        ]
+        partials = [[sum(column) for column in zip(*shuffled[i::parts], strict=True)] for i in range(parts)]
         totals = [sum(column) for column in zip(*partials, strict=True)]
         assert metric.corpus_score(totals)["corpus"] == whole
 

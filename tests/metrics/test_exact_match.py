@@ -11,9 +11,7 @@ def test_normalised_equality(build, row) -> None:
     metric = build("exact-match", reference="{{ item.answer }}")
     assert metric.output_names() == ["exact-match"]
     assert metric.score(row({"answer": "The Cat!"}, output_text="cat")) == {"exact-match": 1.0}
-    assert metric.score(row({"answer": "the end-game"}, output_text="endgame")) == {
-        "exact-match": 1.0
-    }
+    assert metric.score(row({"answer": "the end-game"}, output_text="endgame")) == {"exact-match": 1.0}
     assert metric.score(row({"answer": "dog"}, output_text="cat")) == {"exact-match": 0.0}
     assert metric.score(row({"answer": "L'été"}, output_text="lété")) == {"exact-match": 1.0}
 

@@ -43,9 +43,7 @@ def test_metric(build, row) -> None:
     metric = build("f1", reference="{{ item.answer }}")
     assert metric.output_names() == ["f1"]
     assert metric.score(row({"answer": "cat cat dog"}, output_text="cat")) == {"f1": 0.5}
-    assert metric.score(row({"answer": 12}, output_text="12 apples")) == {
-        "f1": 2 * 0.5 * 1.0 / 1.5
-    }
+    assert metric.score(row({"answer": 12}, output_text="12 apples")) == {"f1": 2 * 0.5 * 1.0 / 1.5}
 
 
 def test_candidate_template(build, row) -> None:

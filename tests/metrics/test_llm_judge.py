@@ -404,7 +404,10 @@ def test_score_an_unusable_reply() -> None:
 
 def test_failed_request_fails_the_row_unless_ignored() -> None:
     failed = EndpointReply(
-        error="request failed after 4 attempts: HTTP 503", error_kind="endpoint", status=503, attempts=4,
+        error="request failed after 4 attempts: HTTP 503",
+        error_kind="endpoint",
+        status=503,
+        attempts=4,
         failure_class="hard_overload",
     )
     with pytest.raises(MetricError, match="the judge request failed: request failed after 4 attempts: HTTP 503"):

@@ -131,9 +131,7 @@ def test_operands_are_rendered_then_str_ed(build, row) -> None:
     assert metric.score(row({"left": "1,234", "right": "234"})) == {"number-check": 1.0}
 
 
-@pytest.mark.parametrize(
-    ("left", "right"), [("no number", "5"), ("5", ""), (None, "5"), (True, "1")]
-)
+@pytest.mark.parametrize(("left", "right"), [("no number", "5"), ("5", ""), (None, "5"), (True, "1")])
 def test_no_number_gives_nan_not_an_error(build, row, left, right) -> None:
     for operation in OPERATIONS:
         metric = _metric(build, operation, 1.0 if operation == "absolute difference" else None)

@@ -85,11 +85,19 @@ def test_scores_by_jsonpath() -> None:
             {"name": "null", "json_path": "$.none"},
         ]
     )
-    response = {"score": 3, "result": {"items": [{"value": 1}, {"value": 0.25}]}, "as_text": "0.5", "ok": True,
-                "none": None}
+    response = {
+        "score": 3,
+        "result": {"items": [{"value": 1}, {"value": 0.25}]},
+        "as_text": "0.5",
+        "ok": True,
+        "none": None,
+    }
     out = score_of(metric, response)
     assert {k: v for k, v in out.items() if not math.isnan(v)} == {
-        "score": 3.0, "nested": 0.25, "text_number": 0.5, "flag": 1.0,
+        "score": 3.0,
+        "nested": 0.25,
+        "text_number": 0.5,
+        "flag": 1.0,
     }
     assert math.isnan(out["absent"]) and math.isnan(out["null"])
 

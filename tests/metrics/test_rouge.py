@@ -35,9 +35,7 @@ def test_stemmed_partial_overlap(build, row, scorer) -> None:
     metric = build("rouge", reference="{{ item.reference }}")
     result = metric.score(row({"reference": "the cats are running"}, output_text="a cat ran"))
     direct = scorer.score("the cats are running", "a cat ran")
-    assert result["rouge_1_score"] == direct["rouge1"].fmeasure == 2 * (1 / 3) * (1 / 4) / (
-        1 / 3 + 1 / 4
-    )
+    assert result["rouge_1_score"] == direct["rouge1"].fmeasure == 2 * (1 / 3) * (1 / 4) / (1 / 3 + 1 / 4)
     assert result["rouge_2_score"] == 0.0
 
 

@@ -58,9 +58,7 @@ def test_operation(build, row, operation: str, left: str, right: str, expected: 
 
 
 def test_numbers_render_as_text(build, row) -> None:
-    metric = build(
-        "string-check", operation="equals", left_template="{{ a }}", right_template="{{ b }}"
-    )
+    metric = build("string-check", operation="equals", left_template="{{ a }}", right_template="{{ b }}")
     assert metric.score(row({"a": 42, "b": "42"})) == {"string-check": 1.0}
     assert metric.score(row({"a": 1.5, "b": "1.50"})) == {"string-check": 0.0}
 
@@ -76,17 +74,13 @@ def test_constant_and_mixed_templates(build, row) -> None:
 
 
 def test_non_text_operand_is_a_template_error(build, row) -> None:
-    metric = build(
-        "string-check", operation="contains", left_template="{{ a }}", right_template="x"
-    )
+    metric = build("string-check", operation="contains", left_template="{{ a }}", right_template="x")
     with pytest.raises(TemplateError, match="left operand must be text.*rendered a list"):
         metric.score(row({"a": ["x"]}))
 
 
 def test_missing_field_is_a_template_error(build, row) -> None:
-    metric = build(
-        "string-check", operation="equals", left_template="{{ item.a }}", right_template="x"
-    )
+    metric = build("string-check", operation="equals", left_template="{{ item.a }}", right_template="x")
     with pytest.raises(TemplateError, match="'a'"):
         metric.score(row({"b": 1}))
 

@@ -174,8 +174,11 @@ def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(server
     }
     expected_errors = {
         0: None,
-        1: ["metric 'llm-judge': the judge request failed: HTTP 400", "injected fault: HTTP 400",
-            "Set ignore_request_failure: true on the judge"],
+        1: [
+            "metric 'llm-judge': the judge request failed: HTTP 400",
+            "injected fault: HTTP 400",
+            "Set ignore_request_failure: true on the judge",
+        ],
         2: ["metric 'llm-judge': the judge request failed: request failed after 2 attempts: HTTP 503"],
         3: ["metric 'remote': template 'body' references a field the row does not have: 'id'"],
     }
