@@ -171,6 +171,8 @@ def _classify_exception(exc: BaseException, url: str | None, where: str) -> Fail
             None,
             f"connection to {host} was reset or closed before a complete reply ({_describe(exc)})",
         )
+    if isinstance(exc, httpx.DecodingError):
+        return Failure("fatal", False, None, None, f"the reply{where} cannot be read: {exc}")
     if isinstance(exc, httpx.NetworkError):
         return Failure("transient", True, None, None, f"network error talking to {host}: {_describe(exc)}")
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):

@@ -7,8 +7,9 @@ plain asyncio sockets reached 0.97 (docs/BENCHMARKS.md). Here a request is one
 ``transport.write`` and one awaited future, and the reply is parsed in ``data_received``.
 
 Scope, on purpose: POST with an in-memory body over TCP or TLS; replies delimited by
-``Content-Length``, chunked encoding or connection close; ``1xx`` replies skipped; no
-compression (none is asked for), redirects, HTTP/2 or proxies (``pool.make_client`` uses
+``Content-Length``, chunked encoding or connection close; ``1xx`` replies skipped; gzip
+and deflate bodies decoded (none is asked for, some servers send them anyway); no
+redirects, HTTP/2 or proxies (``pool.make_client`` uses
 httpx when the environment names a proxy). Failures raise httpx's exception classes so
 ``inference.classify`` stays the one place that turns them into retry decisions.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import select
 import ssl
+import zlib
 from collections import deque
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -153,6 +155,13 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             assert self._headers is not None
+            encoding = self._headers.get("content-encoding")
+            if encoding is not None and body:
+                try:
+                    body = _decoded(body, encoding)
+                except httpx.DecodingError as exc:
+                    waiter.set_exception(exc)
+                    return
             waiter.set_result(HttpResponse(self._status, self._headers, body))
 
     def _parse(self) -> None:
@@ -243,6 +252,8 @@ class _Connection(asyncio.Protocol):
 
 
 _Key = tuple[str, int, bool]  # host, port, TLS
+# Some gateways refuse requests without a User-Agent; the caller's own one replaces it.
+_DEFAULT_HEADERS = {"user-agent": ("User-Agent", "beam-llm-evaluator")}
 
 
 def _readable(fd: int) -> bool:
@@ -279,7 +290,7 @@ class Http11Client:
     ) -> None:
         self._max_connections = max(1, max_connections)
         self._timeout = timeout
-        self._headers = _by_lower_name(headers or {})
+        self._headers = {**_DEFAULT_HEADERS, **_by_lower_name(headers or {})}
         self._default_block = _header_block(self._headers)
         self._ssl_context = ssl_context
         self._origins: dict[str, _Origin] = {}
@@ -444,6 +455,24 @@ def _by_lower_name(headers: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     ``Content-Length`` is dropped: the client sets it from the body.
     """
     return {name.lower(): (name, value) for name, value in headers.items() if name.lower() != "content-length"}
+
+
+def _decoded(body: bytes, encoding: str) -> bytes:
+    """Undo a Content-Encoding the server applied unasked (we send no Accept-Encoding)."""
+    for coding in reversed([part.strip().lower() for part in encoding.split(",")]):
+        try:
+            if coding in ("gzip", "x-gzip"):
+                body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
+            elif coding == "deflate":  # zlib-wrapped as the RFC says, or raw as some servers send
+                try:
+                    body = zlib.decompress(body)
+                except zlib.error:
+                    body = zlib.decompress(body, -zlib.MAX_WBITS)
+            elif coding not in ("identity", ""):
+                raise httpx.DecodingError(f"the reply uses Content-Encoding {coding!r}, which is not supported")
+        except zlib.error as exc:
+            raise httpx.DecodingError(f"the reply's {coding} body cannot be decoded: {exc}") from None
+    return body
 
 
 def _header_block(headers: Mapping[str, tuple[str, str]]) -> bytes:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import ssl
 import struct
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -914,3 +916,64 @@ def test_url_path_is_percent_encoded_or_refused(path: str, encoded: str) -> None
         assert isinstance(outcome, httpx.InvalidURL), f"{type(outcome).__name__}: {outcome}"
     else:
         assert outcome == f"POST {encoded} HTTP/1.1"
+
+
+# --- compressed replies and the default User-Agent ------------------------------------------------------------------
+
+
+PAYLOAD = b'{"choices": [{"message": {"content": "zipped"}}]}'
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encoded"),
+    [
+        ("gzip", gzip.compress(PAYLOAD)),
+        ("deflate", zlib.compress(PAYLOAD)),
+        ("deflate", _raw_deflate(PAYLOAD)),
+        ("identity", PAYLOAD),
+    ],
+    ids=["gzip", "deflate-zlib", "deflate-raw", "identity"],
+)
+def test_compressed_replies_are_decoded(encoding: str, encoded: bytes) -> None:
+    """We never ask for compression, but some servers compress anyway; the JSON must still come through."""
+
+    async def main(server: ScriptedServer, client: Http11Client) -> tuple[HttpResponse, list[str]]:
+        response = await client.post(server.url(), content=b"{}")
+        return response, server.requests[0].header("accept-encoding")
+
+    step = Step(reply(body=encoded, headers={"Content-Encoding": encoding}))
+    response, accept_encoding = run(lambda: scripted([step], main))
+    assert response.content == PAYLOAD
+    assert accept_encoding == []
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encoded", "message"),
+    [("br", b"\x0b\x02\x80", "Content-Encoding 'br'"), ("gzip", b"not gzip at all", "cannot be decoded")],
+    ids=["unsupported", "corrupt"],
+)
+def test_undecodable_replies_fail_for_good_with_a_reason(encoding: str, encoded: bytes, message: str) -> None:
+    async def main(server: ScriptedServer, client: Http11Client) -> BaseException:
+        with pytest.raises(httpx.DecodingError) as caught:
+            await client.post(server.url(), content=b"{}")
+        return caught.value
+
+    exc = run(lambda: scripted([Step(reply(body=encoded, headers={"Content-Encoding": encoding}))], main))
+    assert message in str(exc)
+    failure = classify(exc, url="http://127.0.0.1/v1")
+    assert not failure.retryable and "cannot be read" in failure.message
+
+
+def test_a_user_agent_is_sent_unless_the_caller_sets_one() -> None:
+    async def main(server: ScriptedServer, client: Http11Client) -> list[list[str]]:
+        await client.post(server.url(), content=b"{}")
+        await client.post(server.url(), content=b"{}", headers={"user-agent": "mine/1.0"})
+        return [seen.header("user-agent") for seen in server.requests]
+
+    agents = run(lambda: scripted([Step(reply()), Step(reply())], main))
+    assert agents == [["beam-llm-evaluator"], ["mine/1.0"]]
