@@ -103,10 +103,12 @@ async def call_with_retries(
     classes: list[str] = []
     started: float | None = None
     attempt = 0
+    revised = False
     while True:
         attempt += 1
         status: int | None = None
         sample: dict[str, Any] | None = None
+        better: PreparedRequest | None = None
         async with limiter.slot():
             if started is None:
                 started = clock()
@@ -126,6 +128,8 @@ async def call_with_retries(
                     failure = classify(
                         status, url=url, headers=response.headers, body=response.content, secrets=secrets
                     )
+                    if not failure.retryable and not revised:
+                        better = handler.revise(prepared, status, response.content)
             limiter.record(failure)
         if failure is None:
             assert sample is not None
@@ -142,6 +146,12 @@ async def call_with_retries(
                 tuple(classes),
             )
         classes.append(failure.failure_class)
+        if better is not None:  # the endpoint said what to change: resend once, no retry spent
+            prepared, better, revised = better, None, True
+            content = canonical_json(prepared.body)
+            digest = request_hash_from_bytes(url, content)
+            max_attempts += 1
+            continue
         if not failure.retryable or attempt >= max_attempts:
             error = _final_error(failure, attempt, url, status)
             return Outcome(None, error, status, attempt, clock() - started, digest, None, None, tuple(classes))

@@ -193,6 +193,13 @@ class StubServer:
         prompt = prompt_text(kind, body)
         self.stats.arrived(prompt, record)
         config = self.faults.config
+        rejected = next((key for key in config.unsupported_params if key in body), None)
+        if rejected is not None:
+            self.stats.answered(400)
+            message = f"Unsupported parameter: '{rejected}' is not supported with this model."
+            if rejected == "max_tokens":
+                message += " Use 'max_completion_tokens' instead."
+            return json_response(400, error_body(400, message))
         if config.capacity is not None and self.stats.in_flight >= config.capacity:
             self.stats.answered(429)
             return json_response(429, error_body(429, "server at capacity"), _retry_headers(config.retry_after))

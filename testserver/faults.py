@@ -59,6 +59,8 @@ class FaultConfig(BaseModel):
         rules: scripted rules; the first whose ``match`` is in the prompt wins.
         api_key: when set, inference and models requests without
             ``Authorization: Bearer <api_key>`` get 401.
+        unsupported_params: body keys the "model" rejects with a 400 in OpenAI's words
+            (``Unsupported parameter: 'max_tokens' is not supported with this model...``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -77,6 +79,7 @@ class FaultConfig(BaseModel):
     seed: int = 0
     rules: list[Rule] = Field(default_factory=list)
     api_key: str | None = None
+    unsupported_params: list[str] = Field(default_factory=list)
 
     def updated(self, patch: Mapping[str, Any]) -> FaultConfig:
         """Return a validated copy with the fields in ``patch`` replaced.

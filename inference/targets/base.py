@@ -27,7 +27,8 @@ def endpoint_key(base_url: str, name: str, api_key: str | None) -> str:
 class TargetHandler(ABC):
     """Builds requests for one endpoint and turns its 2xx replies into samples.
 
-    Handlers are immutable after construction and safe to share between threads.
+    Handlers are immutable after construction and safe to share between threads, except
+    for what ``revise`` learns: a one-way switch, so a race only costs one more refusal.
 
     Attributes:
         endpoint_key: identifies the endpoint (URL, model name, key fingerprint); engines
@@ -61,6 +62,23 @@ class TargetHandler(ABC):
                 failed to render.
 
         """
+
+    def revise(self, prepared: PreparedRequest, status: int, body: bytes) -> PreparedRequest | None:
+        """Return a corrected request when a non-retryable reply says exactly what to change.
+
+        The retry loop sends the corrected request once, without spending a retry. The
+        default knows no corrections.
+
+        Args:
+            prepared: the request that was refused.
+            status: the reply's HTTP status.
+            body: the reply's body.
+
+        Returns:
+            The request to send instead, or None.
+
+        """
+        return None
 
     @abstractmethod
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:

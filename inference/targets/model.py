@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +23,12 @@ from inference.targets.model_response import extract_sample
 from pipeline.config import ModelTarget, Params
 
 __all__ = ["ModelHandler", "as_request"]
+
+log = logging.getLogger(__name__)
+
+# OpenAI's reasoning models refuse max_tokens: "Unsupported parameter: 'max_tokens' is not
+# supported with this model. Use 'max_completion_tokens' instead."
+_MAX_TOKENS_REFUSED = re.compile(r"max_tokens\W{0,3}\s+is\s+not\s+supported|unsupported\s+parameter\W+max_tokens", re.I)
 
 
 def as_request(rendered: Any) -> dict[str, Any]:
@@ -77,6 +85,8 @@ class ModelHandler(TargetHandler):
         )
         self.nim_default = target.format == "nim" and not has_token_limit(self.inference)
         self.end_token = params.reasoning.end_token if params.reasoning is not None else None
+        # Set once the endpoint refuses max_tokens; from then on requests use max_completion_tokens.
+        self.completion_tokens_param = False
 
     def prepare(self, rendered: Any, item: Mapping[str, Any] | None = None) -> PreparedRequest:
         """Build the chat or completions request for one rendered prompt (``item`` is unused)."""
@@ -92,9 +102,34 @@ class ModelHandler(TargetHandler):
             body = deep_merge(body, self.structured)
         if "extra_body" in body:
             body = flatten_extra_body(body)
+        if self.completion_tokens_param:
+            body = _with_completion_tokens(body)
         url = self.chat_url if "messages" in body else self.completions_url
         return PreparedRequest(url=url, body=body, headers=self.headers)
+
+    def revise(self, prepared: PreparedRequest, status: int, body: bytes) -> PreparedRequest | None:
+        """After a 400 refusing ``max_tokens``, resend it as ``max_completion_tokens`` (and keep doing so).
+
+        The LLM judge adds ``max_tokens`` itself, so without this an OpenAI reasoning model
+        as a judge would fail every row; the reference SDK switches the same way.
+        """
+        if status != 400 or "max_tokens" not in prepared.body or "max_completion_tokens" in prepared.body:
+            return None
+        if not _MAX_TOKENS_REFUSED.search(body[:4096].decode("utf-8", "replace")):
+            return None
+        if not self.completion_tokens_param:
+            self.completion_tokens_param = True
+            log.warning("%s refused max_tokens; sending max_completion_tokens instead from now on", self.target.name)
+        return PreparedRequest(prepared.url, _with_completion_tokens(prepared.body), prepared.headers)
 
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:
         """Return the sample for a 2xx reply (see ``extract_sample``)."""
         return extract_sample(json_body, self.end_token)
+
+
+def _with_completion_tokens(body: dict[str, Any]) -> dict[str, Any]:
+    if "max_tokens" not in body or "max_completion_tokens" in body:
+        return body
+    renamed = {key: value for key, value in body.items() if key != "max_tokens"}
+    renamed["max_completion_tokens"] = body["max_tokens"]
+    return renamed

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from inference.engine import InferenceEngine
-from inference.prepared import request_hash
+from inference.prepared import PreparedRequest, request_hash
 from inference.targets import make_handler
 from pipeline.config import AgentTarget, ModelTarget, Params, TargetConfig
 
@@ -147,6 +147,40 @@ def test_400_is_not_retried(srv):
     assert outcome.error.message.startswith(f"HTTP 400 Bad Request from {srv.base_url}/chat/completions: ")
     assert "injected fault" in outcome.error.message
     assert KEY not in str(outcome.error)
+
+
+def test_max_tokens_refused_is_resent_as_max_completion_tokens_once_and_then_up_front(srv):
+    """A reasoning model's 400 names the fix; the request is resent without spending a retry."""
+    srv.configure(unsupported_params=["max_tokens"])
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler, max_retries=0)
+    try:
+        first = engine.call(handler.prepare({**chat("first"), "max_tokens": 64}), handler)
+        first_body = srv.last_request()["body"]
+        second = engine.call(handler.prepare({**chat("second"), "max_tokens": 32}), handler)
+        second_body = srv.last_request()["body"]
+    finally:
+        engine.close()
+    assert first.error is None and first.sample["output_text"] == "first"
+    assert (first.attempts, first.failure_classes) == (2, ("fatal",))  # max_retries=0: the resend is free
+    assert first_body["max_completion_tokens"] == 64 and "max_tokens" not in first_body
+    assert first.request_hash == request_hash(PreparedRequest(f"{srv.base_url}/chat/completions", first_body, {}))
+    assert second.error is None and second.attempts == 1  # the handler now sends the new name itself
+    assert second_body["max_completion_tokens"] == 32 and "max_tokens" not in second_body
+    assert srv.stats()["by_status"] == {"400": 1, "200": 2}
+
+
+def test_other_400s_are_not_revised(srv):
+    srv.configure(unsupported_params=["temperature"])
+    handler = model_handler(srv.base_url)
+    engine = engine_for(handler)
+    try:
+        outcome = engine.call(handler.prepare({**chat("hot"), "temperature": 2, "max_tokens": 8}), handler)
+    finally:
+        engine.close()
+    assert outcome.error.status == 400 and outcome.error.attempts == 1
+    assert "Unsupported parameter: 'temperature'" in outcome.error.message
+    assert handler.completion_tokens_param is False
 
 
 def test_max_retries_bounds_attempts(srv):

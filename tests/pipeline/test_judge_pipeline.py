@@ -14,8 +14,9 @@ REPLIES = {
 }
 
 
-def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_target, write_jsonl, run_eval):
-    clean_server.configure(
+def judge_run_config(server, model_target, write_jsonl) -> dict:
+    """Scripted target and judge replies on one server: exact-match plus a rubric and a range judge score."""
+    server.configure(
         rules=[
             {"match": "JUDGE: Paris vs Paris", "reply": '```json\n{"quality": "good", "confidence": 5}\n```'},
             {"match": "JUDGE: Tokyo vs Tokyo", "reply": '{"quality": "good", "confidence": 4}'},
@@ -26,7 +27,7 @@ def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_t
     )
     judge = {
         "type": "llm-judge",
-        "model": {"url": clean_server.base_url, "name": "judge", "format": "openai"},
+        "model": {"url": server.base_url, "name": "judge", "format": "openai"},
         "prompt_template": {
             "messages": [{"role": "user", "content": "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"}]
         },
@@ -35,12 +36,16 @@ def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_t
             {"name": "confidence", "minimum": 1, "maximum": 5},
         ],
     }
-    config = {
+    return {
         "dataset": {"path": str(write_jsonl(ROWS))},
         "target": model_target(),
         "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
         "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}, judge],
     }
+
+
+def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_target, write_jsonl, run_eval):
+    config = judge_run_config(clean_server, model_target, write_jsonl)
     result = run_eval(config)
     assert result.code == 0, result.stderr
     assert result.results["counts"] == {"rows": 4, "ok": 4, "errors": 0}
@@ -59,3 +64,22 @@ def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_t
     assert (confidence["count"], confidence["nan_count"], confidence["sum"]) == (3, 1, 14.0)  # 9 is out of range
     rows = result.rows
     assert [r["llm-judge.quality.label"] for r in rows] == ["good", "good", "bad", ""]
+
+
+def test_judge_on_a_model_that_refuses_max_tokens_switches_to_max_completion_tokens(
+    clean_server, model_target, write_jsonl, run_eval
+):
+    """The judge adds max_tokens=1024 itself; an OpenAI reasoning model refuses it with a 400 naming the fix."""
+    config = judge_run_config(clean_server, model_target, write_jsonl)
+    clean_server.configure(unsupported_params=["max_tokens"])
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 4, "ok": 4, "errors": 0}
+    quality = result.score("llm-judge.quality")
+    assert (quality["count"], quality["nan_count"], quality["mean"]) == (3, 1, 2 / 3)
+    # The server answers 200 only to bodies without max_tokens, so 8 answers = 4 target + 4 resent judge calls;
+    # judge requests built before the first refusal came back are each refused once.
+    by_status = clean_server.stats()["by_status"]
+    assert by_status["200"] == 8 and 1 <= by_status["400"] <= 4
+    calls = result.results["usage"]["metric_calls"]
+    assert calls["requests"] == 4 and calls["attempts"] == 4 + by_status["400"]
