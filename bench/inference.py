@@ -63,11 +63,9 @@ failed (a missed target is reported, not an error).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -84,14 +82,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
-from bench.proctree import children  # noqa: E402  (needs the project root on sys.path)
+from bench.bare_loops import MODEL, PARALLELISM  # noqa: E402  (needs the project root on sys.path)
+from bench.cpu_sampler import CpuSampler, children_cpu, process_cpu  # noqa: E402
 
 DEFAULT_REFERENCE_PYTHON = "/work/refvenv/bin/python"
 REFERENCE_RUNNER = PROJECT_ROOT / "bench" / "reference_runner.py"
-MODEL = "bench-model"
-PARALLELISM = 64
+BARE_LOOPS = PROJECT_ROOT / "bench" / "bare_loops.py"
 BARE_MODES = ("httpx", "raw")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -190,154 +187,6 @@ class RunError(RuntimeError):
     """A measured run failed."""
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _process_cpu(pid: int | None) -> float | None:
-    """user + sys seconds of a running process, from /proc/<pid>/stat (the test server)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def _proc_cpu_ticks(path: str) -> int | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _runqueue_wait_ns(path: str) -> int:
-    """Nanoseconds a task spent runnable but waiting for a CPU (field 2 of /proc/.../schedstat)."""
-    try:
-        with open(path, encoding="ascii") as handle:
-            return int(handle.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs, from the first line of /proc/stat."""
-    with open("/proc/stat", encoding="ascii") as handle:
-        values = [int(v) for v in handle.readline().split()[1:9]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
-
-
-class CpuSampler:
-    """Samples the machine's CPU and the client's process tree (per process, per thread) every 0.2 s.
-
-    Afterwards ``window(t0, t1)`` gives, over the server's busy window, how busy the whole
-    machine was and how many cores the client and the server used, and ``processes()``
-    the last CPU seen for each process of the client tree and its busiest threads: enough
-    to tell a CPU-bound client (one core per process: the GIL) from one that waits.
-    """
-
-    def __init__(self, root: int, server_pid: int | None, interval: float = 0.2) -> None:
-        self.root = root
-        self.server_pid = server_pid
-        self.interval = interval
-        self.samples: list[tuple[float, int, int, float, float, float]] = []
-        self._threads: dict[int, dict[int, int]] = {}
-        self._waits: dict[int, dict[int, int]] = {}
-        self._commands: dict[int, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> CpuSampler:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def _sample(self) -> None:
-        busy, total = _machine_ticks()
-        todo, tree_ticks, tree_wait = [self.root], 0, 0
-        while todo:
-            pid = todo.pop()
-            todo += children(pid)
-            if pid not in self._commands:
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                        self._commands[pid] = handle.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-                except OSError:
-                    continue
-            threads = self._threads.setdefault(pid, {})
-            waits = self._waits.setdefault(pid, {})
-            try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
-                tids = []
-            for tid in tids:
-                ticks = _proc_cpu_ticks(f"/proc/{pid}/task/{tid}/stat")
-                if ticks is not None:
-                    threads[int(tid)] = max(ticks, threads.get(int(tid), 0))
-                    wait = _runqueue_wait_ns(f"/proc/{pid}/task/{tid}/schedstat")
-                    waits[int(tid)] = max(wait, waits.get(int(tid), 0))
-            tree_ticks += sum(threads.values())
-            tree_wait += sum(waits.values())
-        server = _proc_cpu_ticks(f"/proc/{self.server_pid}/stat") if self.server_pid else None
-        self.samples.append(
-            (time.time(), busy, total, tree_ticks / CLOCK_TICKS, (server or 0) / CLOCK_TICKS, tree_wait / 1e9)
-        )
-
-    def window(self, start: float | None, end: float | None) -> dict[str, Any] | None:
-        """Machine CPU use (0-1 of all cores), client/server cores and client run-queue wait over ``[start, end]``."""
-        if start is None or end is None:
-            return None
-        inside = [s for s in self.samples if start <= s[0] <= end]
-        if len(inside) < 2:
-            return None
-        first, last = inside[0], inside[-1]
-        span = last[0] - first[0]
-        return {
-            "seconds": round(span, 2),
-            "machine_cpu_util": round((last[1] - first[1]) / max(1, last[2] - first[2]), 3),
-            "client_cores": round((last[3] - first[3]) / span, 2),
-            "server_cores": round((last[4] - first[4]) / span, 2),
-            "client_runqueue_wait_s": round(last[5] - first[5], 2),
-        }
-
-    def processes(self) -> list[dict[str, Any]]:
-        """Per process of the client tree: role, CPU seconds (all, main thread, busiest other threads).
-
-        ``runqueue_wait_s`` is the time its threads were ready to run but waited for a CPU
-        (from schedstat): a large value means the machine's cores, not the client, set the pace.
-        """
-        out = []
-        for pid, threads in self._threads.items():
-            command = self._commands.get(pid, "")
-            role = "driver" if pid == self.root else ("sdk worker" if "sdk_worker" in command else "child")
-            others = sorted((t for tid, t in threads.items() if tid != pid), reverse=True)[:3]
-            out.append(
-                {
-                    "pid": pid,
-                    "role": role,
-                    "cpu_s": round(sum(threads.values()) / CLOCK_TICKS, 2),
-                    "main_thread_cpu_s": round(threads.get(pid, 0) / CLOCK_TICKS, 2),
-                    "top_other_threads_cpu_s": [round(t / CLOCK_TICKS, 2) for t in others],
-                    "runqueue_wait_s": round(sum(self._waits.get(pid, {}).values()) / 1e9, 2),
-                }
-            )
-        return sorted(out, key=lambda p: -p["cpu_s"])
-
-
 def _clean_env(for_reference: bool = False) -> dict[str, str]:
     if for_reference:
         return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -349,16 +198,16 @@ def _clean_env(for_reference: bool = False) -> dict[str, str]:
 def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label: str) -> dict[str, Any]:
     """Run ``cmd`` with the server's counters reset; return wall, CPU, stdout and the server's view."""
     server.reset()
-    server_cpu0 = _process_cpu(server.pid)
-    cpu0 = _children_cpu()
+    server_cpu0 = process_cpu(server.pid)
+    cpu0 = children_cpu()
     load = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with CpuSampler(proc.pid, server.pid) as sampler:
         stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
-    cpu = _children_cpu() - cpu0
-    server_cpu1 = _process_cpu(server.pid)
+    cpu = children_cpu() - cpu0
+    server_cpu1 = process_cpu(server.pid)
     if proc.returncode != 0:
         raise RunError(f"{label}: {' '.join(cmd)} exited {proc.returncode}:\n{stderr[-4000:]}")
     stats = server.stats()
@@ -441,8 +290,8 @@ def run_ours(
 
 
 def run_bare(label: str, dataset: Path, server: Any, mode: str) -> dict[str, Any]:
-    """A bare loop (``--bare-child``; ``mode`` as in ``bare_loop``) in its own process."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--bare-child", server.base_url, str(dataset), mode]
+    """A bare loop (``bench/bare_loops.py``; ``mode`` as in ``bare_loop``) in its own process."""
+    cmd = [sys.executable, str(BARE_LOOPS), server.base_url, str(dataset), mode]
     raw = measured_subprocess(cmd, server, _clean_env(), label)
     out = json.loads(raw["stdout"])
     extra = {
@@ -480,76 +329,8 @@ def run_reference(label: str, python: str, dataset: Path, server: Any, work: Pat
 
 
 # --------------------------------------------------------------------------------------
-# The bare loop (run in a child process by run_bare)
+# Profiling (run in a child process when BENCH_PROFILE_DIR is set)
 # --------------------------------------------------------------------------------------
-
-
-async def bare_loop(base_url: str, rows: list[dict[str, str]], parallelism: int, mode: str) -> dict[str, Any]:
-    """``parallelism`` coroutines POST the rows' prompts.
-
-    ``mode``: ``httpx`` (one httpx.AsyncClient per coroutine: 4-5x faster than one shared
-    client, whose pool bookkeeping grows with its size) or ``raw`` (one asyncio stream per
-    coroutine, the request written by hand, the reply read by its Content-Length: about
-    as little work as a Python client can do).
-    """
-    todo = iter(rows)
-    tally = {"ok": 0, "matches": 0}
-
-    def tally_reply(row: dict[str, str], reply: Any) -> None:
-        text = reply["choices"][0]["message"]["content"]
-        tally["ok"] += 1
-        tally["matches"] += text.strip() == row["answer"].strip()
-
-    def body(row: dict[str, str]) -> dict[str, Any]:
-        return {"model": MODEL, "messages": [{"role": "user", "content": row["question"]}]}
-
-    if mode == "raw":
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(f"{base_url}/chat/completions")
-        head = f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-
-        async def raw_worker() -> None:
-            reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-            for row in todo:
-                payload = json.dumps(body(row)).encode()
-                writer.write(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-                reply_head = await reader.readuntil(b"\r\n\r\n")
-                if not reply_head.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError(reply_head[:40])
-                length = int(reply_head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                tally_reply(row, json.loads(await reader.readexactly(length)))
-            writer.close()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(raw_worker() for _ in range(parallelism)))
-        return {"rows": len(rows), "elapsed_s": time.perf_counter() - started, **tally}
-
-    import httpx
-
-    url = f"{base_url}/chat/completions"
-
-    async def worker(client: httpx.AsyncClient) -> None:
-        for row in todo:
-            response = await client.post(url, json=body(row))
-            response.raise_for_status()
-            tally_reply(row, response.json())
-
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    clients = [httpx.AsyncClient(limits=limits, timeout=60, trust_env=False) for _ in range(parallelism)]
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(client) for client in clients))
-    elapsed = time.perf_counter() - started
-    for each in clients:
-        await each.aclose()
-    return {"rows": len(rows), "elapsed_s": elapsed, **tally}
-
-
-def bare_child(base_url: str, dataset: str, mode: str) -> int:
-    with open(dataset, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    print(json.dumps(asyncio.run(bare_loop(base_url, rows, PARALLELISM, mode))))
-    return 0
 
 
 def profile_child(directory: str, argv: list[str]) -> int:
@@ -559,7 +340,6 @@ def profile_child(directory: str, argv: list[str]) -> int:
     waiting shows as nothing and the busy threads stand out.
     """
     import cProfile
-    import threading
 
     from pipeline.run import main as pipeline_main
 
@@ -889,8 +669,6 @@ def _strip(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--bare-child"]:
-        return bare_child(*argv[1:4])
     if argv[:1] == ["--profile-child"]:
         return profile_child(argv[1], argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

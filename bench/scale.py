@@ -25,7 +25,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
-from bench.proctree import descendants  # noqa: E402  (needs the project root on sys.path)
+from bench.proctree import PeriodicSampler, descendants  # noqa: E402  (needs the project root on sys.path)
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (200, 2_000)
@@ -105,35 +104,23 @@ def online_config(path: Path, base_url: str, parallelism: int) -> dict[str, Any]
     }
 
 
-class TreeMemory:
+class TreeMemory(PeriodicSampler):
     """Samples the summed RSS of a process and all its descendants until stopped."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
+        super().__init__(interval)
         self.pid = pid
-        self.interval = interval
         self.peak_tree = 0
         self.peak_single = 0
         self.peak_processes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._page = os.sysconf("SC_PAGE_SIZE")
 
-    def __enter__(self) -> TreeMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        while not self._stop.is_set():
-            sizes = [_rss_pages(pid) * page for pid in descendants(self.pid)]
-            if sizes:
-                self.peak_tree = max(self.peak_tree, sum(sizes))
-                self.peak_single = max(self.peak_single, max(sizes))
-                self.peak_processes = max(self.peak_processes, len(sizes))
-            self._stop.wait(self.interval)
+    def sample(self) -> None:
+        sizes = [_rss_pages(pid) * self._page for pid in descendants(self.pid)]
+        if sizes:
+            self.peak_tree = max(self.peak_tree, sum(sizes))
+            self.peak_single = max(self.peak_single, max(sizes))
+            self.peak_processes = max(self.peak_processes, len(sizes))
 
 
 def _rss_pages(pid: int) -> int:
