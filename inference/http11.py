@@ -9,9 +9,9 @@ plain asyncio sockets reached 0.97 (docs/BENCHMARKS.md). Here a request is one
 Scope, on purpose: POST with an in-memory body over TCP or TLS; replies delimited by
 ``Content-Length``, chunked encoding or connection close; ``1xx`` replies skipped; gzip
 and deflate bodies decoded (none is asked for, some servers send them anyway); no
-redirects, HTTP/2 or proxies (``pool.make_client`` uses
-httpx when the environment names a proxy). Failures raise httpx's exception classes so
-``inference.classify`` stays the one place that turns them into retry decisions.
+redirects, HTTP/2 or proxies (``pool.make_client`` uses httpx when the environment names
+a proxy). Failures raise httpx's exception classes so ``inference.classify`` stays the
+one place that turns them into retry decisions.
 """
 
 from __future__ import annotations
@@ -305,10 +305,11 @@ class Http11Client:
         if origin is None:
             origin = self._origin(url)
         if headers is None:
-            block = self._default_block
+            block, own_host = self._default_block, "host" in self._headers
         else:
-            block = _header_block({**self._headers, **_by_lower_name(headers)})
-        host = b"" if block.startswith(b"Host:") or b"\r\nHost:" in block else origin.host_line
+            merged = {**self._headers, **_by_lower_name(headers)}
+            block, own_host = _header_block(merged), "host" in merged
+        host = b"" if own_host else origin.host_line
         message = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (origin.request_line, host, block, len(content), content)
         key = (origin.host, origin.port, origin.tls)
         connection = await self._acquire(key, origin)

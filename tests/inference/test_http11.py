@@ -870,12 +870,13 @@ def test_per_request_header_replaces_default_case_insensitively() -> None:
 def test_host_header_given_by_caller_replaces_the_automatic_one() -> None:
     """A configured Host (virtual host behind an IP URL) must not become a second Host line (RFC 9112: 400)."""
 
-    async def main(server: ScriptedServer, client: Http11Client) -> Seen:
+    async def main(server: ScriptedServer, client: Http11Client) -> list[list[str]]:
         await client.post(server.url(), content=b"{}")
-        return server.requests[0]
+        await client.post(server.url(), content=b"{}", headers={"host": "per-request.example.com"})
+        return [seen.header("host") for seen in server.requests]
 
-    seen = run(lambda: scripted([Step(reply())], main, headers={"Host": "api.example.com"}))
-    assert seen.header("host") == ["api.example.com"]
+    hosts = run(lambda: scripted([Step(reply()), Step(reply())], main, headers={"HOST": "api.example.com"}))
+    assert hosts == [["api.example.com"], ["per-request.example.com"]]
 
 
 def test_connection_closed_right_after_a_reply_is_not_reused() -> None:
