@@ -84,9 +84,15 @@ if str(PROJECT_ROOT) not in sys.path:
 
 from bench.bare_loops import MODEL, PARALLELISM  # noqa: E402  (needs the project root on sys.path)
 from bench.cpu_sampler import CpuSampler, children_cpu, process_cpu  # noqa: E402
+from bench.sides import (  # noqa: E402
+    DEFAULT_REFERENCE_PYTHON,
+    REFERENCE_RUNNER,
+    our_env,
+    probe_reference,
+    reference_env,
+    reference_python,
+)
 
-DEFAULT_REFERENCE_PYTHON = "/work/refvenv/bin/python"
-REFERENCE_RUNNER = PROJECT_ROOT / "bench" / "reference_runner.py"
 BARE_LOOPS = PROJECT_ROOT / "bench" / "bare_loops.py"
 BARE_MODES = ("httpx", "raw")
 
@@ -187,14 +193,6 @@ class RunError(RuntimeError):
     """A measured run failed."""
 
 
-def _clean_env(for_reference: bool = False) -> dict[str, str]:
-    if for_reference:
-        return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
 def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label: str) -> dict[str, Any]:
     """Run ``cmd`` with the server's counters reset; return wall, CPU, stdout and the server's view."""
     server.reset()
@@ -269,7 +267,7 @@ def run_ours(
     cmd += ["--progress_interval=0"]
     if processes > 1:
         cmd += ["--direct_running_mode=multi_processing", f"--direct_num_workers={processes}"]
-    raw = measured_subprocess(cmd, server, _clean_env(), label)
+    raw = measured_subprocess(cmd, server, our_env(), label)
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
     shutil.rmtree(output, ignore_errors=True)
     counts = results["counts"]
@@ -292,7 +290,7 @@ def run_ours(
 def run_bare(label: str, dataset: Path, server: Any, mode: str) -> dict[str, Any]:
     """A bare loop (``bench/bare_loops.py``; ``mode`` as in ``bare_loop``) in its own process."""
     cmd = [sys.executable, str(BARE_LOOPS), server.base_url, str(dataset), mode]
-    raw = measured_subprocess(cmd, server, _clean_env(), label)
+    raw = measured_subprocess(cmd, server, our_env(), label)
     out = json.loads(raw["stdout"])
     extra = {
         "side": "bare",
@@ -310,7 +308,7 @@ def run_reference(label: str, python: str, dataset: Path, server: Any, work: Pat
     spec_path.write_text(json.dumps(reference_spec(dataset, server.base_url)), encoding="utf-8")
     out_path = work / f"{label}.ref-out.json"
     raw = measured_subprocess(
-        [python, str(REFERENCE_RUNNER), str(spec_path), str(out_path)], server, _clean_env(True), label
+        [python, str(REFERENCE_RUNNER), str(spec_path), str(out_path)], server, reference_env(), label
     )
     out = json.loads(out_path.read_text(encoding="utf-8"))
     rows, ok = out["rows"], out["row_status"].get("ok", 0)
@@ -636,22 +634,6 @@ def scenario_4(sizes: Sizes, work: Path, report: Report, ref_python: str | None,
 # --------------------------------------------------------------------------------------
 
 
-def probe_reference(python: str) -> str | None:
-    if not (Path(python).exists() or shutil.which(python)):
-        return None
-    try:
-        done = subprocess.run(
-            [python, str(REFERENCE_RUNNER), "--probe"],
-            env=_clean_env(True),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (done.stdout.strip() or "unknown") if done.returncode == 0 else None
-
-
 def markdown(rows: list[Row]) -> str:
     lines = ["| scenario | measured | baseline | ratio | target | pass/fail |", "|---|---|---|---:|---|---|"]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
@@ -690,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_python: str | None = None
     sdk = None
     if not (args.smoke or args.no_reference) and ({2, 4} & set(scenarios)):
-        ref_python = args.reference_python or os.environ.get("REFERENCE_PYTHON") or DEFAULT_REFERENCE_PYTHON
+        ref_python = reference_python(args.reference_python)
         sdk = probe_reference(ref_python)
         if sdk is None:
             print(f"warning: the reference SDK is not importable with {ref_python}; skipping it", file=sys.stderr)
