@@ -27,18 +27,6 @@ class ZeroRng:
         return 0.0
 
 
-@pytest.fixture(scope="module")
-def server():
-    with ServerProcess() as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(server):
-    server.reset(config=True)
-    return server
-
-
 def model_handler(base_url: str, key: str | None = KEY, **params):
     target = TargetConfig(model=ModelTarget(url=base_url, name="m", format="openai"))
     return make_handler(target, Params(**params), key)
@@ -57,8 +45,8 @@ def run_all(engine, handler, prompts):
     return [f.result(timeout=60) for f in futures]
 
 
-def test_success_sample_usage_headers_and_hash(srv):
-    handler = model_handler(srv.base_url)
+def test_success_sample_usage_headers_and_hash(clean_server):
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler)
     try:
         prepared = handler.prepare(chat("hello there"))
@@ -72,15 +60,15 @@ def test_success_sample_usage_headers_and_hash(srv):
     assert outcome.sample["usage"] == {"prompt_tokens": 2, "completion_tokens": 2}
     assert outcome.request_hash == request_hash(prepared)
     assert outcome.latency_s > 0
-    last = srv.last_request()
+    last = clean_server.last_request()
     assert last["path"] == "/v1/chat/completions"
     assert last["headers"]["authorization"] == f"Bearer {KEY}"
     assert last["body"] == prepared.body
 
 
-def test_concurrency_never_exceeds_parallelism(srv):
-    srv.configure(latency_ms=50)
-    handler = model_handler(srv.base_url)
+def test_concurrency_never_exceeds_parallelism(clean_server):
+    clean_server.configure(latency_ms=50)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, parallelism=8)
     try:
         outcomes = run_all(engine, handler, [f"q{i}" for i in range(200)])
@@ -88,7 +76,7 @@ def test_concurrency_never_exceeds_parallelism(srv):
     finally:
         engine.close()
     assert all(o.ok for o in outcomes)
-    assert srv.stats()["peak_in_flight"] == 8
+    assert clean_server.stats()["peak_in_flight"] == 8
     assert counters.peak_in_flight == 8 and counters.limit == 8
     assert (counters.calls, counters.successes, counters.attempts, counters.retries) == (200, 200, 200, 0)
     assert counters.prompt_tokens == 200 and counters.completion_tokens == 200
@@ -96,8 +84,8 @@ def test_concurrency_never_exceeds_parallelism(srv):
     assert engine.snapshot_counters().calls == 0  # deltas: reset by the previous call
 
 
-def test_submit_from_many_threads(srv):
-    handler = model_handler(srv.base_url)
+def test_submit_from_many_threads(clean_server):
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, parallelism=4)
     results: list = []
     lock = threading.Lock()
@@ -117,12 +105,12 @@ def test_submit_from_many_threads(srv):
     finally:
         engine.close()
     assert len(results) == 200 and all(o.ok for o in results)
-    assert srv.stats()["peak_in_flight"] <= 4
+    assert clean_server.stats()["peak_in_flight"] <= 4
 
 
-def test_retry_after_is_honoured(srv):
-    srv.configure(rules=[{"match": "slow down", "status": 429, "fail_times": 1, "retry_after": 1}])
-    handler = model_handler(srv.base_url)
+def test_retry_after_is_honoured(clean_server):
+    clean_server.configure(rules=[{"match": "slow down", "status": 429, "fail_times": 1, "retry_after": 1}])
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler)
     try:
         outcome = engine.submit(handler.prepare(chat("please slow down")), handler).result(timeout=30)
@@ -131,48 +119,49 @@ def test_retry_after_is_honoured(srv):
     assert outcome.ok and outcome.attempts == 2
     assert outcome.latency_s >= 1.0
     assert outcome.failure_classes == ("hard_overload",)
-    assert srv.stats()["per_prompt"]["please slow down"] == 2
+    assert clean_server.stats()["per_prompt"]["please slow down"] == 2
 
 
-def test_400_is_not_retried(srv):
-    srv.configure(rules=[{"match": "bad", "status": 400}])
-    handler = model_handler(srv.base_url)
+def test_400_is_not_retried(clean_server):
+    clean_server.configure(rules=[{"match": "bad", "status": 400}])
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler)
     try:
         outcome = engine.submit(handler.prepare(chat("bad request")), handler).result(timeout=30)
     finally:
         engine.close()
-    assert srv.stats()["per_prompt"]["bad request"] == 1
+    assert clean_server.stats()["per_prompt"]["bad request"] == 1
     assert outcome.error.status == 400 and outcome.error.attempts == 1
-    assert outcome.error.message.startswith(f"HTTP 400 Bad Request from {srv.base_url}/chat/completions: ")
+    assert outcome.error.message.startswith(f"HTTP 400 Bad Request from {clean_server.base_url}/chat/completions: ")
     assert "injected fault" in outcome.error.message
     assert KEY not in str(outcome.error)
 
 
-def test_max_tokens_refused_is_resent_as_max_completion_tokens_once_and_then_up_front(srv):
+def test_max_tokens_refused_is_resent_as_max_completion_tokens_once_and_then_up_front(clean_server):
     """A reasoning model's 400 names the fix; the request is resent without spending a retry."""
-    srv.configure(unsupported_params=["max_tokens"])
-    handler = model_handler(srv.base_url)
+    clean_server.configure(unsupported_params=["max_tokens"])
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=0)
     try:
         first = engine.call(handler.prepare({**chat("first"), "max_tokens": 64}), handler)
-        first_body = srv.last_request()["body"]
+        first_body = clean_server.last_request()["body"]
         second = engine.call(handler.prepare({**chat("second"), "max_tokens": 32}), handler)
-        second_body = srv.last_request()["body"]
+        second_body = clean_server.last_request()["body"]
     finally:
         engine.close()
     assert first.error is None and first.sample["output_text"] == "first"
     assert (first.attempts, first.failure_classes) == (2, ("fatal",))  # max_retries=0: the resend is free
     assert first_body["max_completion_tokens"] == 64 and "max_tokens" not in first_body
-    assert first.request_hash == request_hash(PreparedRequest(f"{srv.base_url}/chat/completions", first_body, {}))
+    sent = PreparedRequest(f"{clean_server.base_url}/chat/completions", first_body, {})
+    assert first.request_hash == request_hash(sent)
     assert second.error is None and second.attempts == 1  # the handler now sends the new name itself
     assert second_body["max_completion_tokens"] == 32 and "max_tokens" not in second_body
-    assert srv.stats()["by_status"] == {"400": 1, "200": 2}
+    assert clean_server.stats()["by_status"] == {"400": 1, "200": 2}
 
 
-def test_other_400s_are_not_revised(srv):
-    srv.configure(unsupported_params=["temperature"])
-    handler = model_handler(srv.base_url)
+def test_other_400s_are_not_revised(clean_server):
+    clean_server.configure(unsupported_params=["temperature"])
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler)
     try:
         outcome = engine.call(handler.prepare({**chat("hot"), "temperature": 2, "max_tokens": 8}), handler)
@@ -183,40 +172,40 @@ def test_other_400s_are_not_revised(srv):
     assert handler.completion_tokens_param is False
 
 
-def test_max_retries_bounds_attempts(srv):
-    srv.configure(error_rate=1.0, error_status=500)
-    handler = model_handler(srv.base_url)
+def test_max_retries_bounds_attempts(clean_server):
+    clean_server.configure(error_rate=1.0, error_status=500)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=2)
     try:
         outcome = engine.submit(handler.prepare(chat("always fails")), handler).result(timeout=30)
         override = engine.submit(handler.prepare(chat("no retries")), handler, max_retries=0).result(timeout=30)
     finally:
         engine.close()
-    stats = srv.stats()
+    stats = clean_server.stats()
     assert stats["per_prompt"]["always fails"] == 3 and outcome.attempts == 3
     assert outcome.error.message == (
-        f"request failed after 3 attempts: HTTP 500 Internal Server Error from {srv.base_url}/chat/completions"
+        f"request failed after 3 attempts: HTTP 500 Internal Server Error from {clean_server.base_url}/chat/completions"
     )
     assert stats["per_prompt"]["no retries"] == 1 and override.attempts == 1
 
 
-def test_stall_hits_the_timeout_and_is_retried(srv):
-    srv.configure(stall_rate=1.0, stall_s=1.5)
-    handler = model_handler(srv.base_url)
+def test_stall_hits_the_timeout_and_is_retried(clean_server):
+    clean_server.configure(stall_rate=1.0, stall_s=1.5)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=1, timeout=0.3)
     try:
         outcome = engine.submit(handler.prepare(chat("stalled")), handler).result(timeout=30)
     finally:
         engine.close()
-    assert srv.stats()["per_prompt"]["stalled"] == 2
+    assert clean_server.stats()["per_prompt"]["stalled"] == 2
     assert outcome.error.failure_class == "soft_overload"
     assert outcome.error.message.startswith("request failed after 2 attempts: timed out waiting for a reply from")
     assert 0.6 <= outcome.latency_s < 1.5
 
 
-def test_connection_reset_is_retried(srv):
-    srv.configure(reset_rate=0.3, seed=3)
-    handler = model_handler(srv.base_url)
+def test_connection_reset_is_retried(clean_server):
+    clean_server.configure(reset_rate=0.3, seed=3)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=8)
     try:
         outcomes = run_all(engine, handler, [f"r{i}" for i in range(60)])
@@ -225,44 +214,44 @@ def test_connection_reset_is_retried(srv):
         engine.close()
     assert all(o.ok for o in outcomes)
     assert counters.retries > 0 and counters.attempt_failures.get("transient", 0) == counters.retries
-    assert srv.stats()["by_status"].get("reset", 0) == counters.retries
+    assert clean_server.stats()["by_status"].get("reset", 0) == counters.retries
 
 
-def test_connection_reset_every_time_fails_clearly(srv):
-    srv.configure(reset_rate=1.0)
-    handler = model_handler(srv.base_url)
+def test_connection_reset_every_time_fails_clearly(clean_server):
+    clean_server.configure(reset_rate=1.0)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=1)
     try:
         outcome = engine.submit(handler.prepare(chat("reset me")), handler).result(timeout=30)
     finally:
         engine.close()
-    assert srv.stats()["per_prompt"]["reset me"] == 2
+    assert clean_server.stats()["per_prompt"]["reset me"] == 2
     assert outcome.error.failure_class == "transient"
     assert "reset or closed before a complete reply" in outcome.error.message
 
 
-def test_malformed_json_is_retried_then_fails_clearly(srv):
-    srv.configure(malformed_rate=1.0)
-    handler = model_handler(srv.base_url)
+def test_malformed_json_is_retried_then_fails_clearly(clean_server):
+    clean_server.configure(malformed_rate=1.0)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler, max_retries=2)
     try:
         outcome = engine.submit(handler.prepare(chat("garbled")), handler).result(timeout=30)
     finally:
         engine.close()
-    assert srv.stats()["per_prompt"]["garbled"] == 3
+    assert clean_server.stats()["per_prompt"]["garbled"] == 3
     assert outcome.error.message.startswith("request failed after 3 attempts: malformed reply from ")
     assert "not valid JSON" in outcome.error.message and outcome.error.status == 200
 
 
-def test_empty_answer_is_not_retried(srv):
-    srv.configure(empty_rate=1.0)
-    handler = model_handler(srv.base_url)
+def test_empty_answer_is_not_retried(clean_server):
+    clean_server.configure(empty_rate=1.0)
+    handler = model_handler(clean_server.base_url)
     engine = engine_for(handler)
     try:
         outcome = engine.submit(handler.prepare(chat("say nothing")), handler).result(timeout=30)
     finally:
         engine.close()
-    assert srv.stats()["per_prompt"]["say nothing"] == 1
+    assert clean_server.stats()["per_prompt"]["say nothing"] == 1
     assert outcome.error.message.startswith("the model returned an empty answer")
 
 
@@ -280,19 +269,19 @@ def test_connection_refused_names_the_host():
     )
 
 
-def test_completions_route_and_agent_handler(srv):
-    handler = model_handler(srv.base_url + "/completions?tenant=a", key=None)
+def test_completions_route_and_agent_handler(clean_server):
+    handler = model_handler(clean_server.base_url + "/completions?tenant=a", key=None)
     engine = engine_for(handler)
     try:
         outcome = engine.submit(handler.prepare("complete me"), handler).result(timeout=30)
     finally:
         engine.close()
     assert outcome.ok and outcome.sample["output_text"] == "complete me"
-    last = srv.last_request()
+    last = clean_server.last_request()
     assert last["path"] == "/v1/completions" and "authorization" not in last["headers"]
 
     agent = AgentTarget(
-        url=srv.root_url + "/agent",
+        url=clean_server.root_url + "/agent",
         body={"input": "{{ item.question }}"},
         response_path="$.output",
         trajectory_path="$.trajectory",
@@ -308,13 +297,13 @@ def test_completions_route_and_agent_handler(srv):
     assert outcome.sample["trajectory"] == [{"step": 1, "tool": "search", "input": "where?"}]
 
 
-def test_shared_registry_and_close(srv):
-    handler = model_handler(srv.base_url)
+def test_shared_registry_and_close(clean_server):
+    handler = model_handler(clean_server.base_url)
     first = InferenceEngine.shared(handler, 4, 3, 10.0)
-    assert InferenceEngine.shared(model_handler(srv.base_url), 4, 3, 10.0) is first
-    other = InferenceEngine.shared(model_handler(srv.base_url, key="another-key"), 4, 3, 10.0)
+    assert InferenceEngine.shared(model_handler(clean_server.base_url), 4, 3, 10.0) is first
+    other = InferenceEngine.shared(model_handler(clean_server.base_url, key="another-key"), 4, 3, 10.0)
     assert other is not first
-    srv.configure(latency_ms=300)
+    clean_server.configure(latency_ms=300)
     pending = [first.submit(handler.prepare(chat(f"c{i}")), handler) for i in range(20)]
     first.close()
     other.close()
@@ -328,9 +317,9 @@ def test_shared_registry_and_close(srv):
 
 
 @pytest.mark.slow
-def test_capacity_limited_server_keeps_success_and_throughput(srv):
-    srv.configure(latency_ms=50, capacity=16, retry_after=1)
-    handler = model_handler(srv.base_url)
+def test_capacity_limited_server_keeps_success_and_throughput(clean_server):
+    clean_server.configure(latency_ms=50, capacity=16, retry_after=1)
+    handler = model_handler(clean_server.base_url)
     engine = InferenceEngine(handler, 64, 5, 30.0)
     try:
         start = time.perf_counter()
@@ -343,6 +332,7 @@ def test_capacity_limited_server_keeps_success_and_throughput(srv):
     ok = sum(o.ok for o in outcomes)
     assert ok / len(outcomes) >= 0.995
     rate = ok / elapsed
-    print(f"capacity 16: {rate:.0f} rows/s, limit now {counters.limit}, 429s {srv.stats()['by_status'].get('429', 0)}")
-    assert srv.stats()["peak_in_flight"] <= 16
+    rejected = clean_server.stats()["by_status"].get("429", 0)
+    print(f"capacity 16: {rate:.0f} rows/s, limit now {counters.limit}, 429s {rejected}")
+    assert clean_server.stats()["peak_in_flight"] <= 16
     assert rate >= 0.6 * 16 / 0.05 * 0.5  # half the design target, to tolerate a loaded CI machine

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import math
 import pickle
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import apache_beam as beam
-import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -28,24 +26,12 @@ SCORES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def srv() -> Iterator[ServerProcess]:
-    with ServerProcess() as process:
-        yield process
-
-
-@pytest.fixture
-def server(srv: ServerProcess) -> ServerProcess:
-    srv.reset(config=True)
-    return srv
-
-
 def configs(*entries: dict[str, Any]) -> list[MetricConfig]:
     return [config_model(entry["type"]).model_validate(entry) for entry in entries]
 
 
-def judge(server: ServerProcess, **fields: Any) -> dict[str, Any]:
-    model = {"url": server.base_url, "name": "judge", "format": "openai"}
+def judge(clean_server: ServerProcess, **fields: Any) -> dict[str, Any]:
+    model = {"url": clean_server.base_url, "name": "judge", "format": "openai"}
     return {"type": "llm-judge", "model": model, "scores": SCORES, **fields}  # ``model`` in fields wins
 
 
@@ -83,13 +69,13 @@ def run(rows: list[GeneratedRow], metric_configs: list[MetricConfig], expected: 
         assert_that(error_rows, equal_to(errors), label="Errors")
 
 
-def test_only_endpoint_metrics_need_the_stage(server: ServerProcess) -> None:
-    assert needs_metric_calls(configs(judge(server), {"type": "exact-match", "reference": "x"}))
+def test_only_endpoint_metrics_need_the_stage(clean_server: ServerProcess) -> None:
+    assert needs_metric_calls(configs(judge(clean_server), {"type": "exact-match", "reference": "x"}))
     assert not needs_metric_calls(configs({"type": "exact-match", "reference": "x"}))
 
 
-def test_judge_scores_each_row_from_its_scripted_reply(server: ServerProcess) -> None:
-    server.configure(
+def test_judge_scores_each_row_from_its_scripted_reply(clean_server: ServerProcess) -> None:
+    clean_server.configure(
         rules=[
             {"match": "answer-A", "reply": '{"quality": 4, "tone": "formal"}'},
             {"match": "answer-B", "reply": 'Verdict:\n```json\n{"quality": 2, "tone": "casual"}\n```'},
@@ -124,17 +110,17 @@ def test_judge_scores_each_row_from_its_scripted_reply(server: ServerProcess) ->
         ),
         (4, {"llm-judge.quality": "nan", "llm-judge.tone": "nan"}, {}, "row 4 failed inference: x"),
     ]
-    run([*rows, failed], configs(judge(server)), expected, [(4, None)])
-    stats = server.stats()
+    run([*rows, failed], configs(judge(clean_server)), expected, [(4, None)])
+    stats = clean_server.stats()
     assert stats["requests"] == 4  # exactly one judge request per row, none for the failed row
     assert sorted(stats["per_prompt"].values()) == [1, 1, 1, 1]
-    body = server.last_request()["body"]
+    body = clean_server.last_request()["body"]
     assert body["max_tokens"] == 1024
     assert body["response_format"]["json_schema"]["schema"]["properties"]["tone"]["enum"] == ["formal", "casual"]
 
 
-def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(server: ServerProcess) -> None:
-    server.configure(
+def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(clean_server: ServerProcess) -> None:
+    clean_server.configure(
         rules=[
             {"match": "remote 0", "reply": "0.5"},
             {"match": "remote 1", "reply": "0.25"},
@@ -147,12 +133,12 @@ def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(server
     # Offline rows (no target, empty sample): the default prompt shows the whole row.
     rows = [GeneratedRow(i, {"id": i, "text": f"t{i}"}, {}) for i in range(3)]
     rows.append(GeneratedRow(3, {"text": "no id"}, {}))  # the remote body template fails on this row
-    strict = judge(server, max_retries=1)
-    other_model = {"url": server.base_url, "name": "judge-b", "format": "openai"}
-    lenient = judge(server, max_retries=1, ignore_request_failure=True, model=other_model)
+    strict = judge(clean_server, max_retries=1)
+    other_model = {"url": clean_server.base_url, "name": "judge-b", "format": "openai"}
+    lenient = judge(clean_server, max_retries=1, ignore_request_failure=True, model=other_model)
     scorer = {
         "type": "remote",
-        "url": f"{server.root_url}/agent",
+        "url": f"{clean_server.root_url}/agent",
         "body": {"input": "remote {{ item.id }}"},
         "scores": [{"name": "score", "json_path": "$.output"}],
         "max_retries": 0,
@@ -169,7 +155,7 @@ def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(server
         0: ("formal", "", "formal", ""),
         1: (None, None, "", "the judge request failed (fatal, HTTP 400) and was ignored"),
         2: (None, None, "", "the judge request failed (hard_overload, HTTP 503) and was ignored"),
-        # the server echoes the prompt (the row as JSON) without a rule: a JSON object without the scores
+        # the clean_server echoes the prompt (the row as JSON) without a rule: a JSON object without the scores
         3: ("", no_keys, "", no_keys),
     }
     expected_errors = {
@@ -208,7 +194,7 @@ def test_judge_failures_offline_rows_and_a_remote_scorer_on_the_same_rows(server
         error_rows = scored[ERRORS] | beam.Map(lambda text: (json.loads(text)["row_index"], json.loads(text)["metric"]))
         assert_that(error_rows, equal_to([(1, "llm-judge"), (2, "llm-judge"), (3, "remote")]), label="Errors")
 
-    stats = server.stats()
+    stats = clean_server.stats()
     # judges: rows 0 and 3 once each, row 1 once (400 is final), row 2 twice (503, one retry), per judge;
     # remote: rows 0-2 once each (row 3's body could not be built).
     assert stats["requests"] == 2 * (1 + 1 + 1 + 2) + 3
