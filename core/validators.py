@@ -12,12 +12,17 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def http_url(url: str) -> str:
-    """Accept only an http(s) URL with a host.
+    """Accept only an http(s) URL with a host and no credentials in it.
 
     Raises:
-        ValueError: any other scheme, or no host.
+        ValueError: any other scheme, no host, or ``user:password@`` in the URL.
     """
     parsed = urlparse(url)
+    if parsed.username is not None or parsed.password is not None:  # checked first: never echo a password
+        raise ValueError(
+            "must not carry credentials (user:password@host); put the key in the environment variable "
+            "named by api_key_env"
+        )
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ValueError(f"must be an http:// or https:// URL with a host, got {url!r}")
     return url

@@ -33,6 +33,8 @@ _MAX_HEAD = 64 * 1024
 # Characters kept as they are in a request target; anything else is percent-encoded (RFC 3986).
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
+_MAX_CHUNK_LINE = 4096
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 _UNTIL_CLOSE = -1
 _CHUNKED = -2
 
@@ -68,6 +70,7 @@ class _Connection(asyncio.Protocol):
         self._headers: dict[str, str] | None = None
         self._remaining = 0  # body bytes still to read, or _UNTIL_CLOSE / _CHUNKED
         self._chunks: list[bytes] = []
+        self._scanned = 0  # bytes of the buffer already searched for the end of the head
         self.reusable = True
         self.closed = False
 
@@ -106,7 +109,7 @@ class _Connection(asyncio.Protocol):
         """Send one request and wait for its reply; on any failure the connection is dropped."""
         assert self._transport is not None
         waiter = self._waiter = self._loop.create_future()
-        self._status, self._headers, self._remaining, self._chunks = 0, None, 0, []
+        self._status, self._headers, self._remaining, self._chunks, self._scanned = 0, None, 0, [], 0
         self._transport.write(message)
         timer = self._loop.call_later(timeout, self._time_out, timeout)
         try:
@@ -167,13 +170,15 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> None:
         buffer = self._buffer
         while self._headers is None:
-            end = buffer.find(b"\r\n\r\n")
+            end = buffer.find(b"\r\n\r\n", max(0, self._scanned - 3))  # resume: a slow peer costs O(n), not O(n^2)
             if end < 0:
                 if len(buffer) > _MAX_HEAD:
                     raise httpx.RemoteProtocolError("the reply's header section is over 64 KiB")
+                self._scanned = len(buffer)
                 return
             head = bytes(buffer[:end])
             del buffer[: end + 4]
+            self._scanned = 0
             self._read_head(head)
         remaining = self._remaining
         if remaining == _CHUNKED:
@@ -213,10 +218,11 @@ class _Connection(asyncio.Protocol):
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._remaining = _CHUNKED
         elif "content-length" in headers:
-            try:
-                self._remaining = int(headers["content-length"].split(",")[0])
-            except ValueError:
-                raise httpx.RemoteProtocolError("malformed Content-Length") from None
+            values = {value.strip() for value in headers["content-length"].split(",")}
+            if len(values) != 1 or not all(value.isascii() and value.isdigit() for value in values):
+                shown = headers["content-length"][:40]
+                raise httpx.RemoteProtocolError(f"malformed or conflicting Content-Length {shown!r}")
+            self._remaining = int(values.pop())
         else:
             self._remaining = _UNTIL_CLOSE
             self.reusable = False
@@ -226,11 +232,13 @@ class _Connection(asyncio.Protocol):
         while True:
             line_end = buffer.find(b"\r\n")
             if line_end < 0:
+                if len(buffer) > _MAX_CHUNK_LINE:
+                    raise httpx.RemoteProtocolError("a chunk-size line is over 4 KiB")
                 return
-            try:
-                size = int(bytes(buffer[:line_end]).split(b";", 1)[0], 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError("malformed chunk size") from None
+            digits = bytes(buffer[:line_end]).split(b";", 1)[0].strip()
+            if not digits or digits.strip(_HEX_DIGITS):  # no sign, 0x or _ as int() would allow
+                raise httpx.RemoteProtocolError(f"malformed chunk size {digits[:20]!r}")
+            size = int(digits, 16)
             if size == 0:  # the last chunk, then optional trailers and a blank line
                 if buffer[line_end + 2 : line_end + 4] == b"\r\n":
                     end = line_end + 4
@@ -247,6 +255,8 @@ class _Connection(asyncio.Protocol):
             start = line_end + 2
             if len(buffer) < start + size + 2:
                 return
+            if buffer[start + size : start + size + 2] != b"\r\n":
+                raise httpx.RemoteProtocolError("a chunk's data is not followed by CRLF")
             self._chunks.append(bytes(buffer[start : start + size]))
             del buffer[: start + size + 2]
 
@@ -344,6 +354,8 @@ class Http11Client:
             raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {parts.scheme!r}")
         if not host:
             raise httpx.InvalidURL("the URL has no host")
+        if parts.username is not None or parts.password is not None:
+            raise httpx.InvalidURL("the URL carries credentials (user:password@); put the key in api_key_env instead")
         tls = parts.scheme == "https"
         shown = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
         if port is not None:
@@ -387,20 +399,27 @@ class Http11Client:
             self._discarded(key)
 
     async def _wait_for_connection(self, key: _Key) -> _Connection | None:
-        waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        """Wait (up to the timeout) for a released connection or a free slot.
+
+        The waiter is awaited directly with a timer, not through ``asyncio.wait_for``, which
+        on Python 3.10-3.11 can swallow a cancel that arrives as the connection is handed over.
+        """
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[_Connection | None] = loop.create_future()
         self._waiters.setdefault(key, deque()).append(waiter)
+        timer = loop.call_later(self._timeout, _expire, waiter, self._timeout)
         try:
-            return await asyncio.wait_for(waiter, self._timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-            if waiter.done() and not waiter.cancelled():  # handed over just before the cancel
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:  # handed over, then cancelled
                 handed = waiter.result()
                 if handed is not None:
                     self._release(key, handed)
                 else:
                     self._wake(key, None)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise httpx.PoolTimeout(f"no free connection within {self._timeout:g} s") from None
+            raise
+        finally:
+            timer.cancel()
 
     def _release(self, key: _Key, connection: _Connection) -> None:
         if connection.reusable and not connection.closed and not self._closed:
@@ -432,22 +451,46 @@ class Http11Client:
             if self._ssl_context is None:
                 self._ssl_context = httpx.create_ssl_context()
             context = self._ssl_context
-        try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(loop),
-                    origin.host,
-                    origin.port,
-                    ssl=context,
-                    server_hostname=origin.host if context is not None else None,
-                ),
-                self._timeout,
+        # A task and asyncio.wait rather than asyncio.wait_for, which on Python 3.10-3.11 can
+        # swallow a cancel that arrives just as the connection is made.
+        attempt = loop.create_task(
+            loop.create_connection(
+                lambda: _Connection(loop),
+                origin.host,
+                origin.port,
+                ssl=context,
+                server_hostname=origin.host if context is not None else None,
             )
-        except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
-            raise httpx.ConnectTimeout(f"no connection within {self._timeout:g} s") from None
+        )
+        try:
+            done, _ = await asyncio.wait({attempt}, timeout=self._timeout)
+        except asyncio.CancelledError:
+            _abandon(attempt)
+            raise
+        if not done:
+            _abandon(attempt)
+            raise httpx.ConnectTimeout(f"no connection within {self._timeout:g} s")
+        try:
+            _, connection = attempt.result()
         except OSError as exc:
             raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
         return connection
+
+
+def _expire(waiter: asyncio.Future[_Connection | None], timeout: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(httpx.PoolTimeout(f"no free connection within {timeout:g} s"))
+
+
+def _abandon(attempt: asyncio.Task[tuple[asyncio.BaseTransport, _Connection]]) -> None:
+    """Cancel a connection attempt; should it have just succeeded, drop the connection."""
+    attempt.cancel()
+
+    def drop(task: asyncio.Task[tuple[asyncio.BaseTransport, _Connection]]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            task.result()[1].abort()
+
+    attempt.add_done_callback(drop)
 
 
 def _by_lower_name(headers: Mapping[str, str]) -> dict[str, tuple[str, str]]:

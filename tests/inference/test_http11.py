@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import socket
+import signal
 import ssl
-import struct
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, NamedTuple, TypeVar
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,10 +22,10 @@ from inference.classify import classify
 from inference.http11 import Http11Client, HttpResponse
 from inference.pool import ShardedClient, make_client, proxy_configured
 from testserver.harness import ServerProcess, free_port
+from testserver.scripted import HOST, ScriptedServer, Seen, Step, reply
 
 T = TypeVar("T")
 
-HOST = "127.0.0.1"
 HANG_S = 10.0  # no test needs more; a leaked connection slot would otherwise wait forever
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
@@ -40,159 +39,9 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(guarded())
 
 
-def reply(status: int = 200, body: bytes = b"ok", headers: dict[str, str] | None = None) -> bytes:
-    """A well-formed Content-Length reply, so each test only spells out the bytes it is about."""
-    lines = [f"HTTP/1.1 {status} Whatever", *(f"{k}: {v}" for k, v in (headers or {}).items())]
-    lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
 def chat_body(text: str) -> bytes:
     """An OpenAI chat request body; the test server echoes ``text`` back."""
     return json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
-
-
-# --- a scripted server: reads one request, writes canned bytes ------------------------------------------------------
-
-
-@dataclass
-class Step:
-    """What the scripted server does after reading one request.
-
-    Attributes:
-        data: bytes written back (may be empty).
-        split: write ``data`` one byte at a time, yielding between writes, so the client parses fragments.
-        then: ``keep`` reads the next request on the connection; ``close`` shuts it (FIN); ``reset``
-            aborts it with an RST; ``hang`` writes nothing more and waits until the client hangs up.
-    """
-
-    data: bytes = b""
-    split: bool = False
-    then: Literal["keep", "close", "reset", "hang"] = "keep"
-
-
-class Seen(NamedTuple):
-    """One request as the scripted server read it: which connection (0-based), raw head and body."""
-
-    connection: int
-    head: bytes
-    body: bytes
-
-    @property
-    def request_line(self) -> str:
-        return self.head.split(b"\r\n", 1)[0].decode("latin-1")
-
-    def header_lines(self) -> list[str]:
-        """The raw header lines, in order, with their original case (duplicates kept)."""
-        return self.head.decode("latin-1").split("\r\n")[1:-2]
-
-    def header(self, name: str) -> list[str]:
-        """Every value sent for ``name`` (case-insensitive), so duplicates are visible."""
-        values = []
-        for line in self.header_lines():
-            key, _, value = line.partition(":")
-            if key.strip().lower() == name.lower():
-                values.append(value.strip())
-        return values
-
-
-UNSCRIPTED = reply(599, b"no step left for this request")
-
-
-@dataclass
-class ScriptedServer:
-    """A loopback server answering the n-th request with the n-th :class:`Step`, whatever the connection.
-
-    Counts accepted connections and those the client closed, and records every request, so tests can
-    assert what went over the wire. Bound to 127.0.0.1 on a free port; closed on exit.
-    """
-
-    steps: list[Step]
-    ssl_context: ssl.SSLContext | None = None
-    connections: int = 0
-    closed_by_client: int = 0
-    requests: list[Seen] = field(default_factory=list)
-    _server: asyncio.Server | None = None
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
-
-    async def __aenter__(self) -> ScriptedServer:
-        self._server = await asyncio.start_server(self._serve, HOST, 0, ssl=self.ssl_context)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):  # handlers then end on EOF; cancelling them makes 3.11 log noise
-            writer.transport.abort()
-        await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 2.0)
-        await self._server.wait_closed()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    def url(self, path: str = "/v1/chat/completions") -> str:
-        scheme = "https" if self.ssl_context is not None else "http"
-        return f"{scheme}://{HOST}:{self.port}{path}"
-
-    async def wait_for(self, condition: Callable[[], bool], timeout: float = 2.0) -> None:
-        """Poll until ``condition`` holds: the server sees closes a loop pass or two after the client acts."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert time.monotonic() < deadline, "condition not met in time"
-            await asyncio.sleep(0.01)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.add(writer)
-        number = self.connections
-        self.connections += 1
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    self.closed_by_client += 1
-                    return
-                length = 0
-                for line in head.decode("latin-1").split("\r\n")[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = await reader.readexactly(length)
-                self.requests.append(Seen(number, head, body))
-                step = self.steps.pop(0) if self.steps else Step(UNSCRIPTED)
-                if step.split:
-                    for index in range(len(step.data)):
-                        writer.write(step.data[index : index + 1])
-                        await writer.drain()
-                        await asyncio.sleep(0.0005)
-                else:
-                    writer.write(step.data)
-                    await writer.drain()
-                if step.then == "close":
-                    return
-                if step.then == "reset":
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    writer.transport.abort()
-                    return
-                if step.then == "hang":
-                    await reader.read()  # until the client gives up and closes
-                    self.closed_by_client += 1
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self._tasks.discard(task)
-            self._writers.discard(writer)
-            writer.close()
 
 
 async def scripted(
@@ -978,3 +827,122 @@ def test_a_user_agent_is_sent_unless_the_caller_sets_one() -> None:
 
     agents = run(lambda: scripted([Step(reply()), Step(reply())], main))
     assert agents == [["beam-llm-evaluator"], ["mine/1.0"]]
+
+
+# --- framing a lenient parser would get wrong (a broken proxy or a hostile peer) --------------------------------------
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+async def post_once(data: bytes, timeout: float = 2.0) -> HttpResponse | BaseException:
+    """One POST to a server that answers ``data``; the reply, or the exception raised."""
+
+    async def main(server: ScriptedServer, client: Http11Client) -> HttpResponse | BaseException:
+        try:
+            return await client.post(server.url(), content=b"{}")
+        except Exception as exc:
+            return exc
+
+    return await scripted([Step(data)], main, max_connections=1, timeout=timeout)
+
+
+class _Spinning(Exception):
+    pass
+
+
+@contextmanager
+def cpu_watchdog(seconds: float) -> Iterator[None]:
+    """Interrupt code that burns ``seconds`` of CPU (SIGVTALRM: leaves pytest-timeout's SIGALRM alone)."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        raise _Spinning(f"busy for {seconds:g} s of CPU: a parser loop that never ends")
+
+    previous = signal.signal(signal.SIGVTALRM, on_signal)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"-1000\r\nhello\r\n0\r\n\r\n", b"0x5\r\nhello\r\n0\r\n\r\n", b"5\r\nhello!\r\n0\r\n\r\n"],
+    ids=["negative-size", "0x-prefix", "no-crlf-after-data"],
+)
+def test_malformed_chunks_are_protocol_errors(body: bytes) -> None:
+    """A negative size once made the parser loop forever inside data_received, hanging the whole event loop."""
+    with cpu_watchdog(1.0):
+        outcome = run(lambda: post_once(CHUNKED_HEAD + body))
+    assert isinstance(outcome, httpx.RemoteProtocolError), outcome
+
+
+@pytest.mark.parametrize(
+    ("lengths", "body"),
+    [(["-2"], b"5\r\nhello\r\n0\r\n\r\n"), (["-1"], b"hello"), (["3", "5"], b"hello"), (["+5"], b"hello")],
+    ids=["minus-2", "minus-1", "conflicting", "plus-sign"],
+)
+def test_malformed_content_lengths_are_protocol_errors_at_once(lengths: list[str], body: bytes) -> None:
+    """Only digits, and repeats must agree (RFC 9112 6.3); -1 used to wait for a close until the timeout."""
+    head = "".join(f"Content-Length: {length}\r\n" for length in lengths).encode()
+    started = time.monotonic()
+    outcome = run(lambda: post_once(b"HTTP/1.1 200 OK\r\n" + head + b"\r\n" + body, timeout=1.0))
+    assert isinstance(outcome, httpx.RemoteProtocolError), outcome
+    assert time.monotonic() - started < 0.9
+
+
+def test_identical_repeated_content_lengths_are_accepted() -> None:
+    outcome = run(lambda: post_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\ncontent-length: 5 \r\n\r\nhello"))
+    assert isinstance(outcome, HttpResponse) and outcome.content == b"hello", outcome
+
+
+def test_credentials_in_the_url_are_refused_and_nothing_is_sent() -> None:
+    """httpx would turn user:password@ into Basic auth; keys belong in api_key_env, so the URL is refused."""
+
+    async def main(server: ScriptedServer, client: Http11Client) -> tuple[BaseException, int]:
+        with pytest.raises(httpx.InvalidURL) as caught:
+            await client.post(server.url(userinfo="user:s3cr3t@"), content=b"{}")
+        return caught.value, len(server.requests)
+
+    exc, sent = run(lambda: scripted([Step(reply())], main))
+    assert "credentials" in str(exc) and "s3cr3t" not in str(exc)
+    assert sent == 0
+
+
+def test_a_request_cancelled_as_the_connection_is_handed_to_it_sends_nothing() -> None:
+    """One connection: A in flight, B waiting. A's release hands the connection to B, cancelled before B runs.
+
+    ``asyncio.wait_for`` on Python 3.10-3.11 returns the inner result and swallows such a cancel, so B
+    went on to send; the waiter is now awaited directly and the connection goes back to the pool.
+    """
+    release = asyncio.Event()
+
+    async def main(server: ScriptedServer, client: Http11Client) -> tuple[BaseException | HttpResponse, int]:
+        second: asyncio.Task[HttpResponse] | None = None
+
+        async def first_then_cancel_second() -> HttpResponse:
+            response = await client.post(server.url(), content=b"{}")  # its release has just woken B
+            assert second is not None
+            second.cancel()  # in the same loop pass, before B runs
+            return response
+
+        first = asyncio.create_task(first_then_cancel_second())
+        await server.wait_for(lambda: len(server.requests) == 1)
+        second = asyncio.create_task(client.post(server.url(), content=b"{}"))
+        await asyncio.sleep(0.02)  # B now waits for the only connection
+        release.set()
+        assert (await first).content == b"held"
+        try:
+            outcome: BaseException | HttpResponse = await second
+        except asyncio.CancelledError as exc:
+            outcome = exc
+        third = await client.post(server.url(), content=b"{}")  # the connection came back to the pool
+        assert third.content == b"C"
+        return outcome, server.connections
+
+    steps = [Step(reply(body=b"held"), hold=release), Step(reply(body=b"C"))]
+    outcome, connections = run(lambda: scripted(steps, main, max_connections=1))
+    assert isinstance(outcome, asyncio.CancelledError), outcome
+    assert connections == 1  # B sent nothing, and the third request reused A's connection

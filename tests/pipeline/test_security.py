@@ -200,3 +200,17 @@ def test_urls_that_are_not_http_are_refused(write_jsonl, run_eval, url, where):
     assert result.code == 2
     assert f"'{key}': must be an http:// or https:// URL with a host, got {url!r}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_credentials_in_a_url_are_refused_without_echoing_them(write_jsonl, run_eval):
+    url = f"http://user:{SECRET}@127.0.0.1:1/v1"
+    config = {
+        "dataset": {"path": str(write_jsonl([{"question": "q", "answer": "a"}]))},
+        "target": {"model": {"url": url, "name": "m"}},
+        "prompt_template": "{{ item.question }}",
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+    }
+    result = run_eval(config)
+    assert result.code == 2
+    assert "'target.model.url': must not carry credentials (user:password@host)" in result.stderr
+    assert SECRET not in result.stderr + result.stdout and "Traceback" not in result.stderr
