@@ -30,6 +30,7 @@ class CounterSnapshot:
         latencies_dropped: latencies not kept because of that cap.
         prompt_tokens: summed usage.
         completion_tokens: summed usage.
+        limit_decreases: times the adaptive limit was cut since the last snapshot.
         limit: the adaptive limit now (a gauge).
         in_flight: requests in flight now (a gauge).
         peak_in_flight: the most requests ever in flight at once (a gauge).
@@ -47,6 +48,7 @@ class CounterSnapshot:
     latencies_dropped: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    limit_decreases: int = 0
     limit: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0

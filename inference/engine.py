@@ -77,6 +77,8 @@ class InferenceEngine:
         self._rng = rng or random.Random()
         self._policies: dict[int, RetryPolicy] = {}
         self._counters = EngineCounters()
+        self._decreases_lock = threading.Lock()
+        self._decreases_reported = 0
         self._inbox: deque[_Job] = deque()
         self._drain_scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -171,6 +173,10 @@ class InferenceEngine:
     def snapshot_counters(self) -> CounterSnapshot:
         """Return the counts since the last call (and reset them), plus the limiter's gauges; any thread."""
         snapshot = self._counters.take()
+        with self._decreases_lock:
+            decreases = self.limiter.decreases
+            snapshot.limit_decreases = decreases - self._decreases_reported
+            self._decreases_reported = decreases
         snapshot.limit = self.limiter.limit
         snapshot.in_flight = self.limiter.in_flight
         snapshot.peak_in_flight = self.limiter.peak

@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from core.errors import EvaluatorError
 from core.scoring import RowScorer
+from inference.engine import InferenceEngine
 from pipeline.config import EvalConfig, load_config
 from pipeline.graph import build_graph
 from pipeline.options import EvalOptions
@@ -69,11 +70,16 @@ def run(argv: list[str]) -> dict[str, Any]:
     runner = None if options.view_as(StandardOptions).runner else _local_runner()
     pipeline = beam.Pipeline(runner=runner, options=options)
     build_graph(pipeline, config, paths, flags.output, limit, run_id=uuid.uuid4().hex)
-    result = pipeline.run()
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        # Workers that ran in this process leave their engines behind; close them so the next run
+        # here (tests, notebooks) starts with fresh connections and a full concurrency limit.
+        InferenceEngine.close_all()
     run_info = {
         "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
-        "counters": _counters(result),
+        **_metrics(result),
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
@@ -86,13 +92,23 @@ def run(argv: list[str]) -> dict[str, Any]:
     return results
 
 
-def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
-    """The run's Beam counters (rows read, generated, scored, failed; requests, retries, …)."""
+def _metrics(result: beam.runners.runner.PipelineResult) -> dict[str, dict[str, int]]:
+    """The run's Beam counters and gauges, for the ``run`` block of results.json.
+
+    Counters: rows read, generated, scored and failed; requests, retries, AIMD decreases, …
+    Gauges: the concurrency limit and peak in flight that a worker reported last.
+    """
     try:
-        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+        found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
     except (NotImplementedError, AttributeError, KeyError):  # a runner without metrics (dry run)
-        return {}
-    return {c.key.metric.name: int(c.committed if c.committed is not None else c.attempted) for c in counters}
+        return {"counters": {}, "gauges": {}}
+    counters = {c.key.metric.name: int(_value(c)) for c in found.get("counters", [])}
+    gauges = {g.key.metric.name: int(_value(g).value) for g in found.get("gauges", []) if _value(g) is not None}
+    return {"counters": counters, "gauges": gauges}
+
+
+def _value(metric: Any) -> Any:
+    return metric.committed if metric.committed is not None else metric.attempted
 
 
 def _local_runner() -> beam.runners.PipelineRunner:

@@ -66,6 +66,9 @@ class GenerateSamples(beam.DoFn):
         self._generated = Metrics.counter(NAMESPACE, "rows_generated")
         self._failed = Metrics.counter(NAMESPACE, "rows_generation_failed")
         self._latency = Metrics.distribution(NAMESPACE, "latency_ms")
+        self._limit_decreases = Metrics.counter(NAMESPACE, "limit_decreases")
+        self._limit = Metrics.gauge(NAMESPACE, "concurrency_limit")
+        self._peak_in_flight = Metrics.gauge(NAMESPACE, "peak_in_flight")
         self._failures_by_class: dict[str, Any] = {}
 
     def start_bundle(self) -> None:
@@ -122,10 +125,13 @@ class GenerateSamples(beam.DoFn):
         return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info)
 
     def _report_counters(self) -> None:
-        """Copy the engine's counters into Beam metrics from the bundle's own thread."""
+        """Copy the engine's counters and AIMD gauges into Beam metrics from the bundle's own thread."""
         counters = self._engine.snapshot_counters()
         self._requests.inc(counters.calls)
         self._retries.inc(counters.retries)
+        self._limit_decreases.inc(counters.limit_decreases)
+        self._limit.set(counters.limit)
+        self._peak_in_flight.set(counters.peak_in_flight)
         for failure_class, count in counters.attempt_failures.items():
             if failure_class not in self._failures_by_class:
                 self._failures_by_class[failure_class] = Metrics.counter(NAMESPACE, f"failures_{failure_class}")

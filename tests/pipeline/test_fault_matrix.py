@@ -23,13 +23,11 @@ import math
 import random
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from inference.engine import InferenceEngine
 from testserver.harness import ServerProcess
 from transforms.generate import GenerateSamples
 
@@ -103,12 +101,9 @@ def start_server():
 
 
 def eval_config(path: Path, server: ServerProcess, **params: Any) -> dict[str, Any]:
-    # A model name of its own: engines are shared per endpoint within a process, so a recycled
-    # port must not hand this run an earlier test's engine (and its AIMD limit).
-    name = f"fault-matrix-{uuid.uuid4().hex[:8]}"
     return {
         "dataset": {"path": str(path)},
-        "target": {"model": {"url": server.base_url, "name": name, "format": "openai"}},
+        "target": {"model": {"url": server.base_url, "name": "fault-matrix", "format": "openai"}},
         "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
         "params": {"parallelism": 16, "max_retries": 5, "ignore_request_failure": True, **params},
         "metrics": METRICS,
@@ -185,12 +180,11 @@ def check_run(
     return out_rows, stats
 
 
-def engine_for(config: dict[str, Any]) -> InferenceEngine:
-    """This process's engine for the run of ``config`` (its model name is unique to the run)."""
-    model = config["target"]["model"]
-    engines = [e for key, e in InferenceEngine._registry.items() if key.startswith(f"{model['url']}|{model['name']}|")]
-    assert len(engines) == 1, "expected one engine for the run's endpoint"
-    return engines[0]
+def aimd(result: Any) -> tuple[int, int, int]:
+    """(limit decreases, concurrency limit at the end, peak in flight), from the run's Beam metrics."""
+    run = result.results["run"]
+    gauges = run["gauges"]
+    return run["counters"].get("limit_decreases", 0), gauges["concurrency_limit"], gauges["peak_in_flight"]
 
 
 # 1. 503 storm with Retry-After ------------------------------------------------------------------
@@ -217,7 +211,7 @@ def test_503_storm_with_retry_after_all_rows_succeed(start_server, write_jsonl, 
     for r in out_rows:  # every retry waited at least the Retry-After
         assert r["latency_ms"] >= 1000 * retry_after * (r["attempts"] - 1), r
     assert elapsed >= 2 * retry_after
-    assert engine_for(config).limiter.decreases >= 1  # 503 is an overload signal: AIMD backed off
+    assert aimd(result)[0] >= 1  # 503 is an overload signal: AIMD backed off
 
 
 # 1b. Other retryable statuses, retried out -------------------------------------------------------
@@ -265,8 +259,8 @@ def test_capacity_429s_all_rows_succeed_within_parallelism(start_server, write_j
     assert set(stats["by_status"]) <= {"200", "429"} and stats["by_status"]["200"] == 60
     assert stats["peak_in_flight"] <= 4  # the server's own gate
     assert stats["connections"] <= 16 + 1  # 429s keep the connection: at most parallelism sockets
-    limiter = engine_for(config).limiter
-    assert limiter.peak <= 16 and limiter.decreases >= 1  # AIMD backed off
+    decreases, _, peak = aimd(result)
+    assert peak <= 16 and decreases >= 1  # AIMD backed off
     for r in out_rows:
         assert r["latency_ms"] >= 50 + 100 * (r["attempts"] - 1) - 1, r
 
@@ -350,7 +344,7 @@ def test_malformed_json_bodies_are_retried_as_transient(start_server, write_json
     out_rows, stats = check_run(result, server, rows, max_retries=max_retries)
     assert stats["by_status"] == {"200": N + malformed}  # a malformed body still comes with a 200
     assert sum(r["attempts"] - 1 for r in out_rows) == malformed
-    assert engine_for(config).limiter.decreases == 0  # transient: no AIMD decrease
+    assert aimd(result)[0] == 0  # transient: no AIMD decrease
 
 
 def test_malformed_json_bodies_past_max_retries_are_recorded(start_server, write_jsonl, run_eval):

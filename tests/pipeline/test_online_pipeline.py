@@ -61,6 +61,10 @@ def test_online_run_scores_exactly_and_sends_one_request_per_row(clean_server, m
         40,
         0,
     )
+    assert counters.get("limit_decreases", 0) == 0  # a healthy endpoint: AIMD never backed off
+    gauges = result.results["run"]["gauges"]
+    parallelism = result.results["config"]["params"]["parallelism"]
+    assert gauges["concurrency_limit"] == parallelism and 1 <= gauges["peak_in_flight"] <= parallelism
     usage = result.results["usage"]
     assert usage["requests"] == 40 and usage["prompt_tokens"] == sum(r["prompt_tokens"] for r in rows)
 
@@ -179,3 +183,14 @@ def test_agent_target_answers_by_jsonpath_and_keeps_the_trajectory(clean_server,
     assert [r["output_text"] for r in result.rows] == [ANSWERS[row["question"]] for row in QA[:6]]
     assert clean_server.stats()["requests"] == 6
     assert set(clean_server.last_request()["body"]) == {"input"}
+
+
+def test_each_run_in_a_process_starts_with_a_fresh_engine(clean_server, model_target, write_jsonl, run_eval):
+    """The peak-in-flight gauge is the limiter's own: a reused engine would report the previous run's peak."""
+    scripted(clean_server)
+    clean_server.configure(latency_ms=50)
+    busy = run_eval(online_config(write_jsonl(QA, "all.jsonl"), model_target()))
+    single = run_eval(online_config(write_jsonl(QA[:1], "one.jsonl"), model_target()))
+    assert busy.code == 0 and single.code == 0, busy.stderr + single.stderr
+    assert busy.results["run"]["gauges"]["peak_in_flight"] == 8  # 40 rows at parallelism 8
+    assert single.results["run"]["gauges"]["peak_in_flight"] == 1
