@@ -70,8 +70,7 @@ class InferenceEngine:
         self.max_retries = max_retries
         self.request_timeout = request_timeout or DEFAULT_TIMEOUT_S
         self._loop = background_loop()
-        self._headers = dict(handler.headers)
-        self._client = make_client(parallelism, self.request_timeout, self._headers)
+        self._client = make_client(parallelism, self.request_timeout, handler.headers)
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
         self._rng = rng or random.Random()

@@ -34,7 +34,7 @@ def make_client(
     """
     if proxy_configured():
         return ShardedClient(parallelism, timeout, headers)
-    return Http11Client(parallelism, timeout, headers, ssl_context=httpx.create_ssl_context())
+    return Http11Client(parallelism, timeout, headers)  # builds its SSL context on the first https connect
 
 
 class ShardedClient:
