@@ -2,6 +2,8 @@
 
 from setuptools import find_packages, setup
 
+TEST = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "trustme>=1.0"]
+
 setup(
     name="beam-llm-evaluator",
     version="0.1.0",
@@ -24,8 +26,8 @@ setup(
         "jsonschema>=4",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "trustme>=1.0"],
-        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "trustme>=1.0", "mypy>=1.10"],
+        "test": TEST,
+        "dev": [*TEST, "mypy>=1.10"],
         "gcp": ["apache-beam[gcp]==2.77.0"],
         "aws": ["apache-beam[aws]==2.77.0"],
     },

@@ -12,7 +12,7 @@ import resource
 import time
 from typing import Any
 
-from bench.proctree import PeriodicSampler, children
+from bench.proctree import PeriodicSampler, descendants
 
 __all__ = ["CpuSampler", "children_cpu", "process_cpu"]
 
@@ -26,14 +26,8 @@ def children_cpu() -> float:
 
 def process_cpu(pid: int | None) -> float | None:
     """user + sys seconds of a running process, from /proc/<pid>/stat (the test server)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    ticks = None if pid is None else _proc_cpu_ticks(f"/proc/{pid}/stat")
+    return None if ticks is None else ticks / CLOCK_TICKS
 
 
 def _proc_cpu_ticks(path: str) -> int | None:
@@ -82,10 +76,8 @@ class CpuSampler(PeriodicSampler):
 
     def sample(self) -> None:
         busy, total = _machine_ticks()
-        todo, tree_ticks, tree_wait = [self.root], 0, 0
-        while todo:
-            pid = todo.pop()
-            todo += children(pid)
+        tree_ticks, tree_wait = 0, 0
+        for pid in descendants(self.root):
             if pid not in self._commands:
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as handle:

@@ -87,6 +87,7 @@ from bench.cpu_sampler import CpuSampler, children_cpu, process_cpu  # noqa: E40
 from bench.sides import (  # noqa: E402
     DEFAULT_REFERENCE_PYTHON,
     REFERENCE_RUNNER,
+    RunError,
     our_env,
     probe_reference,
     reference_env,
@@ -187,10 +188,6 @@ def reference_spec(dataset: Path, base_url: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # Measuring one client run
 # --------------------------------------------------------------------------------------
-
-
-class RunError(RuntimeError):
-    """A measured run failed."""
 
 
 def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label: str) -> dict[str, Any]:

@@ -15,11 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.sides import PROJECT_ROOT, REFERENCE_RUNNER, our_env, reference_env
-
-
-class RunError(RuntimeError):
-    """One side's run failed."""
+from bench.sides import PROJECT_ROOT, REFERENCE_RUNNER, RunError, our_env, reference_env
 
 
 def read_row_values(output: Path) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from bench.proctree import PeriodicSampler, descendants  # noqa: E402  (needs the project root on sys.path)
+from bench.sides import our_env  # noqa: E402
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (200, 2_000)
@@ -140,7 +142,7 @@ def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) ->
     output = work / f"out-{name}"
     cmd = [sys.executable, "-m", "pipeline.run", "--config", str(config_path), "--output", str(output)]
     cmd += ["--overwrite", *extra]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])))
+    env = our_env()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with TreeMemory(proc.pid) as memory:
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak RSS {measured['peak_rss_tree_mib']:,.0f} MiB",
                 file=sys.stderr,
             )
-            shutil_rmtree(work / f"out-offline-{n}")
+            shutil.rmtree(work / f"out-offline-{n}", ignore_errors=True)
         if args.online:
             online_sizes = [200] if args.smoke else [int(s) for s in args.online_sizes.split(",") if s.strip()]
             results += run_online(online_sizes, args.cache, work, args.parallelism, args.progress_interval)
@@ -302,12 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     for r in over:
         print(f"warning: {r['mode']} {r['rows']:,} rows peaked at {r['peak_rss_tree_mib']:,.0f} MiB (> 2 GiB)")
     return 0
-
-
-def shutil_rmtree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

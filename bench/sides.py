@@ -15,6 +15,7 @@ __all__ = [
     "INSTALL_HINT",
     "PROJECT_ROOT",
     "REFERENCE_RUNNER",
+    "RunError",
     "our_env",
     "probe_reference",
     "reference_env",
@@ -29,6 +30,10 @@ INSTALL_HINT = (
     "jsonpath-ng sacrebleu rouge-score pandas` in it, then pass its python with --reference-python "
     f"or REFERENCE_PYTHON (default {DEFAULT_REFERENCE_PYTHON})"
 )
+
+
+class RunError(RuntimeError):
+    """A benchmark run (either side) failed."""
 
 
 def our_env() -> dict[str, str]:
