@@ -44,10 +44,20 @@ def detect_format(path: str, configured: str) -> str:
 
 
 def count_records(stream: IO[bytes], path: str, fmt: str) -> int:
-    """How many records ``iter_records`` will yield for this file (failed ones included)."""
-    if fmt == "parquet":
-        return sum(parquet_row_group_sizes(stream))
-    return sum(1 for _ in iter_records(stream, path, fmt))
+    """How many records ``iter_records`` will yield for this JSONL or CSV file (failed ones included).
+
+    JSONL lines are counted, not parsed: each non-blank line is one record, good or failed.
+    """
+    if fmt != "jsonl":
+        return sum(1 for _ in iter_records(stream, path, fmt))
+    count = 0
+    for line in iter(stream.readline, b""):
+        if not line.strip():
+            continue
+        if count == 0 and _starts_json_array(line):
+            return sum(1 for _ in _iter_json_array(line + stream.read(), path))
+        count += 1
+    return count
 
 
 def parquet_row_group_sizes(stream: IO[bytes]) -> list[int]:
@@ -78,7 +88,7 @@ def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        if first and line.lstrip(b"\xef\xbb\xbf \t").startswith(b"["):
+        if first and _starts_json_array(line):
             yield from _iter_json_array(line + stream.read(), path)
             return
         first = False
@@ -92,6 +102,11 @@ def _iter_json(stream: IO[bytes], path: str) -> Iterator[Record]:
             )
             continue
         yield _json_object(text.removeprefix("\ufeff") if line_number == 1 else text, f"{path} line {line_number}")
+
+
+def _starts_json_array(first_line: bytes) -> bool:
+    """A file whose first non-blank line starts with ``[`` (after a BOM) is one JSON array, not JSONL."""
+    return first_line.lstrip(b"\xef\xbb\xbf \t").startswith(b"[")
 
 
 def _json_object(text: str, where: str) -> Record:

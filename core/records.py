@@ -94,7 +94,7 @@ class EndpointReply:
 
 @dataclass(slots=True)
 class CallUsage:
-    """What a row's metric endpoint calls (LLM judge, remote scorer) cost, summed for ``results.json``."""
+    """What endpoint calls cost (the target's, or a row's LLM-judge and remote calls), summed for ``results.json``."""
 
     requests: int = 0
     attempts: int = 0
@@ -109,11 +109,15 @@ class CallUsage:
         usage = cls()
         for reply in replies.values():
             if reply.attempts:
-                usage.requests += 1
-                usage.attempts += reply.attempts
-                usage.prompt_tokens += reply.prompt_tokens or 0
-                usage.completion_tokens += reply.completion_tokens or 0
+                usage.record(reply.attempts, reply.prompt_tokens, reply.completion_tokens)
         return usage
+
+    def record(self, attempts: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count one request that reached the endpoint (token counts as the reply reported them)."""
+        self.requests += 1
+        self.attempts += attempts
+        self.prompt_tokens += prompt_tokens or 0
+        self.completion_tokens += completion_tokens or 0
 
     def add(self, other: CallUsage) -> None:
         """Fold ``other`` in."""
@@ -149,11 +153,6 @@ class ScoredRow:
     labels: dict[str, str] = field(default_factory=dict)
     corpus_stats: dict[str, list[float]] | None = None
     metric_calls: CallUsage | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing failed on this row."""
-        return self.failure is None
 
 
 def item_json(item: Item | None, raw: str | None) -> str:

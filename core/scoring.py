@@ -41,7 +41,6 @@ class RowScorer:
         ]
         self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
         self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
-        self.corpus_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.corpus_output_names()]
         self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:
@@ -49,12 +48,12 @@ class RowScorer:
         scores = dict.fromkeys(self.score_names, NAN)
         labels: dict[str, str] = {}
         failure = row.failure
-        if failure is None and row.item is not None:
-            failure = self._score_metrics(MetricContext(row.item, row.sample, row.metric_responses), scores, labels)
         corpus = None
-        if failure is None and self._corpus_metrics:
-            ctx = MetricContext(row.item or {}, row.sample)
-            corpus = {key: metric.corpus_stats(ctx) or [] for key, metric in self._corpus_metrics}
+        if failure is None and row.item is not None:
+            ctx = MetricContext(row.item, row.sample, row.metric_responses)
+            failure = self._score_metrics(ctx, scores, labels)
+            if failure is None and self._corpus_metrics:
+                corpus = {key: metric.corpus_stats(ctx) or [] for key, metric in self._corpus_metrics}
         output_text = row.sample.get("output_text")
         return ScoredRow(
             row_index=row.row_index,

@@ -42,10 +42,7 @@ class RunSummary:
     labels: dict[str, Counter[str]] = field(default_factory=dict)
     corpus: dict[str, list[float]] = field(default_factory=dict)
     first_failure: FirstFailure | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    attempts: int = 0
-    requests: int = 0
+    target_calls: CallUsage = field(default_factory=CallUsage)
     latency_ms: ScoreAccumulator = field(default_factory=ScoreAccumulator)
     metric_calls: CallUsage = field(default_factory=CallUsage)
 
@@ -61,23 +58,16 @@ class RunSummary:
             self.labels.setdefault(name, Counter())[label] += 1
         if row.corpus_stats:
             for key, stats in row.corpus_stats.items():
-                total = self.corpus.get(key)
-                self.corpus[key] = list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
+                self._add_corpus(key, stats)
         if row.failure is not None:
             self.errors += 1
             self.not_sent += row.failure.not_sent
-            if not row.failure.not_sent and (
-                self.first_failure is None or row.row_index < self.first_failure.row_index
-            ):
-                self.first_failure = FirstFailure(
-                    row.row_index, row.failure.phase, row.failure.metric, row.failure.text
-                )
+            if not row.failure.not_sent:
+                failure = row.failure
+                self._keep_first(FirstFailure(row.row_index, failure.phase, failure.metric, failure.text))
         info = row.inference
         if info.attempts is not None:
-            self.requests += 1
-            self.attempts += info.attempts
-            self.prompt_tokens += info.prompt_tokens or 0
-            self.completion_tokens += info.completion_tokens or 0
+            self.target_calls.record(info.attempts, info.prompt_tokens, info.completion_tokens)
             if info.latency_s is not None:
                 self.latency_ms.add(info.latency_s * 1000.0)
         if row.metric_calls is not None:
@@ -92,23 +82,14 @@ class RunSummary:
             merged.rows += part.rows
             merged.errors += part.errors
             merged.not_sent += part.not_sent
-            merged.prompt_tokens += part.prompt_tokens
-            merged.completion_tokens += part.completion_tokens
-            merged.attempts += part.attempts
-            merged.requests += part.requests
+            merged.target_calls.add(part.target_calls)
             merged.metric_calls.add(part.metric_calls)
             for name, counts in part.labels.items():
                 merged.labels.setdefault(name, Counter()).update(counts)
             for key, stats in part.corpus.items():
-                total = merged.corpus.get(key)
-                merged.corpus[key] = (
-                    list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
-                )
-            failure = part.first_failure
-            if failure is not None and (
-                merged.first_failure is None or failure.row_index < merged.first_failure.row_index
-            ):
-                merged.first_failure = failure
+                merged._add_corpus(key, stats)
+            if part.first_failure is not None:
+                merged._keep_first(part.first_failure)
         names = sorted({name for part in parts for name in part.scores})
         merged.scores = {
             name: merge_accumulators([p.scores[name] for p in parts if name in p.scores]) for name in names
@@ -134,11 +115,18 @@ class RunSummary:
                 "message": self.first_failure.message,
             },
             "usage": {
-                "requests": self.requests,
-                "attempts": self.attempts,
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
+                **dataclasses.asdict(self.target_calls),  # requests, attempts, prompt and completion tokens
                 "latency_ms": {key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")},
                 "metric_calls": dataclasses.asdict(self.metric_calls),
             },
         }
+
+    def _add_corpus(self, key: str, stats: list[float]) -> None:
+        """Sum one corpus metric's sufficient statistics element-wise."""
+        total = self.corpus.get(key)
+        self.corpus[key] = list(stats) if total is None else [a + b for a, b in zip(total, stats, strict=True)]
+
+    def _keep_first(self, failure: FirstFailure) -> None:
+        """Keep the failure with the lowest row_index (what strict mode reports)."""
+        if self.first_failure is None or failure.row_index < self.first_failure.row_index:
+            self.first_failure = failure

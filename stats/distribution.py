@@ -21,14 +21,11 @@ from itertools import accumulate
 
 __all__ = [
     "HISTOGRAM_BINS",
-    "PERCENTILE_KEYS",
     "histogram",
     "interpolate",
     "percentiles",
 ]
 
-PERCENTILE_KEYS: tuple[str, ...] = tuple(f"p{p}" for p in range(10, 101, 10))
-"""The percentile keys of an aggregate, in output order: p10, p20, ..., p90, p100."""
 
 HISTOGRAM_BINS = 10
 """Number of equal-width histogram bins between min and max."""

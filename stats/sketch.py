@@ -201,16 +201,6 @@ class DDSketch:
             out.append((_INF, self.pos_inf))
         return out
 
-    def copy(self) -> DDSketch:
-        """Return an independent copy of this sketch."""
-        clone = DDSketch(self.alpha, self.max_buckets)
-        clone.positive = dict(self.positive)
-        clone.negative = dict(self.negative)
-        clone.zero_count = self.zero_count
-        clone.pos_inf = self.pos_inf
-        clone.neg_inf = self.neg_inf
-        return clone
-
 
 def _collapse_lowest(store: dict[int, int], target: int) -> None:
     """Merge the lowest keys of ``store`` into its lowest kept key so ``target`` keys remain."""

@@ -200,16 +200,6 @@ class ScoreAccumulator:
             self._flush()
         return self
 
-    def compact(self) -> ScoreAccumulator:
-        """Fold buffered values into the sketch (a no-op in exact mode).
-
-        Returns:
-            This accumulator.
-
-        """
-        self._flush()
-        return self
-
     def result(self, name: str) -> dict[str, Any]:
         """Build the contract's ``AggregateRangeScore`` dict, plus ``method``.
 

@@ -32,6 +32,20 @@ def test_jsonl_keeps_types_and_reports_bad_lines_in_place():
     assert count_records(io.BytesIO(data), "f", "jsonl") == 5
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'\xef\xbb\xbf{"a": 1}\r\n \t\r\n{"a": 2}\n\n[3]\n\xff\n{"a": 4}',  # BOM, CRLF, blank lines, no final newline
+        b'\n\n \t[{"a": 1}, 2,\n {"a": 3}]\n',  # a JSON array over two lines, after blank lines
+        b"",
+        b"\n \n",
+    ],
+    ids=["jsonl", "array", "empty", "blank"],
+)
+def test_jsonl_count_without_parsing_equals_the_records_read(data):
+    assert count_records(io.BytesIO(data), "f", "jsonl") == len(records(data, "jsonl"))
+
+
 def test_json_array_file():
     assert records(b' [{"a": 1}, {"a": 2}]', "jsonl") == [({"a": 1}, None, None), ({"a": 2}, None, None)]
 
