@@ -20,8 +20,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from testserver.app import StubServer
 from testserver.faults import FaultConfig
 from testserver.replies import Replier
@@ -99,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args)
         replier = Replier.from_jsonl(args.answers) if args.answers else Replier()
-    except (OSError, ValueError, ValidationError) as exc:
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     server = StubServer(config, host=args.host, port=args.port, replier=replier, down_for_s=args.down_for)

@@ -209,7 +209,7 @@ class ServerProcess:
 
     def configure(self, **faults: Any) -> dict[str, Any]:
         """``POST /_config``: replace the given fault fields; return the whole new config."""
-        patch = FaultConfig.model_validate({**self.config.model_dump(), **faults}).model_dump(include=set(faults))
+        patch = self.config.updated(faults).model_dump(include=set(faults))
         return self._control("POST", "/_config", patch)
 
     def reset(self, config: bool = False) -> None:

@@ -9,14 +9,14 @@ the bytes a test gives it, on 127.0.0.1, and records what the client sent.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, NamedTuple
+
+from testserver.app import abort_with_reset
 
 __all__ = ["HOST", "ScriptedServer", "Seen", "Step", "reply"]
 
@@ -159,9 +159,7 @@ class ScriptedServer:
                 if step.then == "close":
                     return
                 if step.then == "reset":
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    writer.transport.abort()
+                    abort_with_reset(writer)
                     return
                 if step.then == "hang":
                     await reader.read()  # until the client gives up and closes

@@ -28,9 +28,7 @@ class Stats:
     """
 
     def __init__(self) -> None:
-        self.in_flight = 0
-        self.connections = 0
-        self.last_request: dict[str, Any] | None = None
+        self.in_flight = 0  # the one counter reset() keeps
         self.reset()
 
     def reset(self) -> None:
@@ -40,7 +38,7 @@ class Stats:
         self.by_status: Counter[str] = Counter()
         self.per_prompt: Counter[str] = Counter()
         self.peak_in_flight = self.in_flight
-        self.last_request = None
+        self.last_request: dict[str, Any] | None = None
         self.first_request_at: float | None = None
         self.last_response_at: float | None = None
 

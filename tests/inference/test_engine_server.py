@@ -12,10 +12,7 @@ from inference.engine import InferenceEngine
 from inference.prepared import PreparedRequest, request_hash
 from inference.targets import make_handler
 from pipeline.config import AgentTarget, ModelTarget, Params, TargetConfig
-
-harness = pytest.importorskip("testserver.harness")
-ServerProcess = harness.ServerProcess
-free_port = harness.free_port
+from testserver.harness import free_port
 
 KEY = "sk-engine-test-KEY123456"
 

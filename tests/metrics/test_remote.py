@@ -13,7 +13,6 @@ from inference.engine import InferenceEngine
 from metrics.base import EndpointMetric, MetricContext, config_model, resolve
 from metrics.remote import RemoteMetric
 from pipeline.config import parse_config
-from testserver.harness import ServerProcess
 from transforms.metric_calls import reply_from_outcome
 
 BODY = {"input": "{{ sample.output_text }}", "question": "{{ item.question }}", "n": "{{ item.n }}", "fixed": 1}
@@ -121,34 +120,35 @@ def test_a_failed_call_fails_the_row() -> None:
         metric.score(MetricContext({}, {}))
 
 
-def test_real_calls_to_the_test_server() -> None:
+def test_real_calls_to_the_test_server(clean_server) -> None:
     """POST through the shared engine to /agent, which answers {"output": <rule reply>, "usage": {...}}."""
     rules = [{"match": "good answer", "reply": "0.75"}, {"match": "bad answer", "status": 400}]
-    with ServerProcess(rules=rules) as srv:
-        metric = remote(
-            url=f"{srv.root_url}/agent",
-            body={"input": "{{ sample.output_text }}", "id": "{{ item.id }}"},
-            scores=[
-                {"name": "score", "json_path": "$.output"},
-                {"name": "prompt_words", "json_path": "$.usage.prompt_tokens"},
-                {"name": "missing", "json_path": "$.nope"},
-            ],
-            max_retries=0,
-        )
-        settings = metric.endpoint_settings
-        engine = InferenceEngine.shared(metric.endpoint_handler(), *settings)
+    srv = clean_server
+    srv.configure(rules=rules)
+    metric = remote(
+        url=f"{srv.root_url}/agent",
+        body={"input": "{{ sample.output_text }}", "id": "{{ item.id }}"},
+        scores=[
+            {"name": "score", "json_path": "$.output"},
+            {"name": "prompt_words", "json_path": "$.usage.prompt_tokens"},
+            {"name": "missing", "json_path": "$.nope"},
+        ],
+        max_retries=0,
+    )
+    settings = metric.endpoint_settings
+    engine = InferenceEngine.shared(metric.endpoint_handler(), *settings)
 
-        def call(text: str) -> MetricContext:
-            ctx = MetricContext({"id": 1}, {"output_text": text})
-            outcome = engine.call(metric.build_request(ctx), metric.endpoint_handler())
-            return MetricContext(ctx.item, ctx.sample, {"remote": reply_from_outcome(outcome)})
+    def call(text: str) -> MetricContext:
+        ctx = MetricContext({"id": 1}, {"output_text": text})
+        outcome = engine.call(metric.build_request(ctx), metric.endpoint_handler())
+        return MetricContext(ctx.item, ctx.sample, {"remote": reply_from_outcome(outcome)})
 
-        out = metric.score(call("a good answer"))
-        assert (out["score"], out["prompt_words"]) == (0.75, 3.0)
-        assert math.isnan(out["missing"])
-        assert srv.last_request()["body"] == {"input": "a good answer", "id": 1}
-        with pytest.raises(MetricError, match="the remote scorer failed: .*400"):
-            metric.score(call("a bad answer"))
-        with pytest.raises(MetricError, match="is not a number: 'an echo'"):
-            metric.score(call("an echo"))  # no rule: the server echoes the input
-        assert srv.stats()["requests"] == 3
+    out = metric.score(call("a good answer"))
+    assert (out["score"], out["prompt_words"]) == (0.75, 3.0)
+    assert math.isnan(out["missing"])
+    assert srv.last_request()["body"] == {"input": "a good answer", "id": 1}
+    with pytest.raises(MetricError, match="the remote scorer failed: .*400"):
+        metric.score(call("a bad answer"))
+    with pytest.raises(MetricError, match="is not a number: 'an echo'"):
+        metric.score(call("an echo"))  # no rule: the server echoes the input
+    assert srv.stats()["requests"] == 3
