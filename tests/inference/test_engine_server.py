@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from inference.engine import InferenceEngine
+from inference.engine import InferenceEngine, Outcome
 from inference.prepared import PreparedRequest, request_hash
 from inference.targets import make_handler
 from pipeline.config import AgentTarget, ModelTarget, Params, TargetConfig
@@ -31,6 +31,15 @@ def model_handler(base_url: str, key: str | None = KEY, **params):
 
 def engine_for(handler, parallelism=8, max_retries=3, timeout=10.0):
     return InferenceEngine(handler, parallelism, max_retries, timeout, rng=ZeroRng())
+
+
+def call_once(handler, request: dict, **engine_settings) -> Outcome:
+    """Send one request through a fresh engine, closed afterwards."""
+    engine = engine_for(handler, **engine_settings)
+    try:
+        return engine.submit(handler.prepare(request), handler).result(timeout=30)
+    finally:
+        engine.close()
 
 
 def chat(text: str) -> dict:
@@ -108,11 +117,7 @@ def test_submit_from_many_threads(clean_server):
 def test_retry_after_is_honoured(clean_server):
     clean_server.configure(rules=[{"match": "slow down", "status": 429, "fail_times": 1, "retry_after": 1}])
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler)
-    try:
-        outcome = engine.submit(handler.prepare(chat("please slow down")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("please slow down"))
     assert outcome.ok and outcome.attempts == 2
     assert outcome.latency_s >= 1.0
     assert outcome.failure_classes == ("hard_overload",)
@@ -122,11 +127,7 @@ def test_retry_after_is_honoured(clean_server):
 def test_400_is_not_retried(clean_server):
     clean_server.configure(rules=[{"match": "bad", "status": 400}])
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler)
-    try:
-        outcome = engine.submit(handler.prepare(chat("bad request")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("bad request"))
     assert clean_server.stats()["per_prompt"]["bad request"] == 1
     assert outcome.error.status == 400 and outcome.error.attempts == 1
     assert outcome.error.message.startswith(f"HTTP 400 Bad Request from {clean_server.base_url}/chat/completions: ")
@@ -189,11 +190,7 @@ def test_max_retries_bounds_attempts(clean_server):
 def test_stall_hits_the_timeout_and_is_retried(clean_server):
     clean_server.configure(stall_rate=1.0, stall_s=1.5)
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler, max_retries=1, timeout=0.3)
-    try:
-        outcome = engine.submit(handler.prepare(chat("stalled")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("stalled"), max_retries=1, timeout=0.3)
     assert clean_server.stats()["per_prompt"]["stalled"] == 2
     assert outcome.error.failure_class == "soft_overload"
     assert outcome.error.message.startswith("request failed after 2 attempts: timed out waiting for a reply from")
@@ -217,11 +214,7 @@ def test_connection_reset_is_retried(clean_server):
 def test_connection_reset_every_time_fails_clearly(clean_server):
     clean_server.configure(reset_rate=1.0)
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler, max_retries=1)
-    try:
-        outcome = engine.submit(handler.prepare(chat("reset me")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("reset me"), max_retries=1)
     assert clean_server.stats()["per_prompt"]["reset me"] == 2
     assert outcome.error.failure_class == "transient"
     assert "reset or closed before a complete reply" in outcome.error.message
@@ -230,11 +223,7 @@ def test_connection_reset_every_time_fails_clearly(clean_server):
 def test_malformed_json_is_retried_then_fails_clearly(clean_server):
     clean_server.configure(malformed_rate=1.0)
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler, max_retries=2)
-    try:
-        outcome = engine.submit(handler.prepare(chat("garbled")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("garbled"), max_retries=2)
     assert clean_server.stats()["per_prompt"]["garbled"] == 3
     assert outcome.error.message.startswith("request failed after 3 attempts: malformed reply from ")
     assert "not valid JSON" in outcome.error.message and outcome.error.status == 200
@@ -243,11 +232,7 @@ def test_malformed_json_is_retried_then_fails_clearly(clean_server):
 def test_empty_answer_is_not_retried(clean_server):
     clean_server.configure(empty_rate=1.0)
     handler = model_handler(clean_server.base_url)
-    engine = engine_for(handler)
-    try:
-        outcome = engine.submit(handler.prepare(chat("say nothing")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("say nothing"))
     assert clean_server.stats()["per_prompt"]["say nothing"] == 1
     assert outcome.error.message.startswith("the model returned an empty answer")
 
@@ -255,11 +240,7 @@ def test_empty_answer_is_not_retried(clean_server):
 def test_connection_refused_names_the_host():
     port = free_port()
     handler = model_handler(f"http://127.0.0.1:{port}/v1")
-    engine = engine_for(handler, max_retries=1)
-    try:
-        outcome = engine.submit(handler.prepare(chat("anyone?")), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, chat("anyone?"), max_retries=1)
     assert outcome.attempts == 2
     assert outcome.error.message == (
         f"request failed after 2 attempts: connection refused by 127.0.0.1:{port} (is the server running?)"
@@ -268,11 +249,7 @@ def test_connection_refused_names_the_host():
 
 def test_completions_route_and_agent_handler(clean_server):
     handler = model_handler(clean_server.base_url + "/completions?tenant=a", key=None)
-    engine = engine_for(handler)
-    try:
-        outcome = engine.submit(handler.prepare("complete me"), handler).result(timeout=30)
-    finally:
-        engine.close()
+    outcome = call_once(handler, "complete me")
     assert outcome.ok and outcome.sample["output_text"] == "complete me"
     last = clean_server.last_request()
     assert last["path"] == "/v1/completions" and "authorization" not in last["headers"]
