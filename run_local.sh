@@ -24,7 +24,7 @@ trap cleanup EXIT
 mkdir -p "$OUT_DIR"
 if [ -z "${MODEL_URL:-}" ]; then
   log="$OUT_DIR/../local_server.log"
-  .venv/bin/python -m testserver --host 127.0.0.1 --port 0 --latency-ms 20 \
+  .venv/bin/python -m beameval.testserver --host 127.0.0.1 --port 0 --latency-ms 20 \
     --answers data/sample_model_answers.jsonl >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 150); do

@@ -2,19 +2,18 @@
 
 from setuptools import find_packages, setup
 
-TEST = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "trustme>=1.0"]
+# httpx is test-only: an independent client for the test server's own tests (the evaluator uses aiohttp).
+TEST = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "mypy>=1.10", "trustme>=1.0", "httpx>=0.27,<1"]
 
 setup(
     name="beam-llm-evaluator",
     version="0.1.0",
     description="LLM evaluation pipeline on Apache Beam: prompts, inference, metrics, aggregate statistics.",
     python_requires=">=3.10",
-    packages=find_packages(
-        include=["core*", "inference*", "metrics*", "pipeline*", "stats*", "testserver*", "transforms*"]
-    ),
+    packages=find_packages(include=["beameval*", "pipeline*", "transforms*"]),
     install_requires=[
         "apache-beam==2.77.0",
-        "httpx>=0.27,<1",
+        "aiohttp>=3.13,<4",
         "pydantic>=2.7,<3",
         "jinja2>=3.1",
         "pyyaml>=6",
@@ -27,7 +26,7 @@ setup(
     ],
     extras_require={
         "test": TEST,
-        "dev": [*TEST, "mypy>=1.10"],
+        "dev": TEST,
         "gcp": ["apache-beam[gcp]==2.77.0"],
         "aws": ["apache-beam[aws]==2.77.0"],
     },

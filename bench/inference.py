@@ -1,7 +1,7 @@
 """Inference-engine benchmark: the real CLI against the local test server, vs ideal, a bare loop and the reference.
 
 Our side is always ``python -m pipeline.run --config ... --output ... --overwrite`` in a
-subprocess, against ``python -m testserver`` in its own subprocess, over a JSONL dataset
+subprocess, against ``python -m beameval.testserver`` in its own subprocess, over a JSONL dataset
 of distinct prompts (the server echoes each prompt) with an exact-match metric. Every
 scenario runs within one invocation, so its ratios compare runs made on the same machine
 state. Each run reports rows/s two ways:
@@ -409,7 +409,7 @@ def _measured(run: dict[str, Any]) -> str:
 
 
 def scenario_1(sizes: Sizes, work: Path, report: Report, repeat: int) -> None:
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     latency = sizes.s1_latency_ms
     print(f"scenario 1: latency {latency:g} ms, parallelism {PARALLELISM}, 1 and 2 processes", file=sys.stderr)
@@ -476,7 +476,7 @@ def scenario_1(sizes: Sizes, work: Path, report: Report, repeat: int) -> None:
 
 
 def scenario_2(sizes: Sizes, work: Path, report: Report, ref_python: str | None, repeat: int) -> None:
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     n, jitter = sizes.s2_rows, sizes.s2_jitter_ms
     print(f"scenario 2: latency 0-{jitter:g} ms, parallelism {PARALLELISM}, {n:,} rows", file=sys.stderr)
@@ -529,7 +529,7 @@ def scenario_2(sizes: Sizes, work: Path, report: Report, ref_python: str | None,
 
 
 def scenario_3(sizes: Sizes, work: Path, report: Report, repeat: int) -> None:
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     n, capacity, latency, retry_after = sizes.s3_rows, 16, sizes.s3_latency_ms, sizes.s3_retry_after
     floor = 0.6 * capacity / (latency / 1000)
@@ -580,7 +580,7 @@ def _bare_side(server: Any, mode: str) -> Any:
 
 
 def scenario_4(sizes: Sizes, work: Path, report: Report, ref_python: str | None, repeat: int) -> None:
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     n, small_n = sizes.s4_rows, sizes.s4_small_rows
     print(f"scenario 4: client CPU per row at zero latency, {n:,} rows (small run {small_n:,})", file=sys.stderr)

@@ -147,7 +147,7 @@ def run_case(case: Case, work: Path, ref_python: str | None) -> dict[str, Any]:
 
 def run_parity(args: argparse.Namespace, work: Path, ref_python: str | None) -> list[dict[str, Any]]:
     """The offline case, then the online case against a test server scripted with its replies."""
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     n = args.rows
     reports = [run_case(build_offline_case(n), work, ref_python)]

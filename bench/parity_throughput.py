@@ -126,7 +126,7 @@ def measure(
 
 
 def run_throughput(args: argparse.Namespace, work: Path, ref_python: str | None) -> dict[str, Any]:
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     metric = {"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}
     offline = Case("tp-offline", [], [metric])

@@ -171,7 +171,7 @@ def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) ->
 
 def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int, progress: str) -> list[dict[str, Any]]:
     """Rows/s against the local test server with 1 and 2 local worker processes."""
-    from testserver.harness import ServerProcess
+    from beameval.testserver.harness import ServerProcess
 
     results = []
     with ServerProcess(latency_ms=50) as server:
@@ -194,7 +194,7 @@ def run_online(sizes: list[int], cache: Path, work: Path, parallelism: int, prog
 
 def run_runners(n: int, cache: Path, work: Path) -> list[dict[str, Any]]:
     """The same offline config on the default runner, 2 local processes and the PortableRunner."""
-    from testserver.harness import free_port
+    from beameval.testserver.harness import free_port
 
     port = free_port()
     service = subprocess.Popen(

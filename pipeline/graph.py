@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from core.scoring import RowScorer
-from pipeline.config import EvalConfig
+from beameval.config import EvalConfig
+from beameval.core.scoring import RowScorer
+from pipeline.options import progress_settings
 from transforms.aggregate import SummarizeRun
 from transforms.generate import GenerateSamples, passthrough_offline
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
-from transforms.progress import ProgressLines, progress_settings
+from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.score import ERRORS, ScoreRows
 from transforms.write import WriteErrors, WriteRows, WriteSummary

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions
+import os
 
-__all__ = ["EvalOptions"]
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+__all__ = ["EvalOptions", "progress_settings"]
 
 
 class EvalOptions(PipelineOptions):
@@ -39,3 +41,21 @@ class EvalOptions(PipelineOptions):
             default=10.0,
             help="seconds between progress lines on stderr (0 disables)",
         )
+
+
+_LOCAL_RUNNERS = (None, "", "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+
+
+def progress_settings(options: PipelineOptions) -> tuple[float, int, bool]:
+    """``(interval, worker processes, local)`` for a run: the ETA is shown on the local runner only.
+
+    On the local runner the worker processes are known (``--direct_num_workers`` in
+    ``multi_processing`` mode, else one); elsewhere each process reports rows and rate only.
+    """
+    interval = options.view_as(EvalOptions).progress_interval or 0.0
+    local = options.view_as(StandardOptions).runner in _LOCAL_RUNNERS
+    direct = options.view_as(DirectOptions)
+    workers = 1
+    if direct.direct_running_mode == "multi_processing":
+        workers = direct.direct_num_workers or os.cpu_count() or 1  # 0 means one per CPU
+    return float(interval), max(1, workers), local

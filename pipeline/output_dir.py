@@ -6,7 +6,7 @@ import os
 
 from apache_beam.io.filesystems import FileSystems
 
-from core.errors import OutputError
+from beameval.core.errors import OutputError
 
 __all__ = ["OUTPUT_ENTRIES", "prepare_output"]
 

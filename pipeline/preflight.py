@@ -1,37 +1,39 @@
 """Checks run before the pipeline starts, so a misconfigured run fails in seconds.
 
 The dataset's first file must open and parse, the templates must render against its first
-row, and the endpoint must accept a TCP connection. Nothing here sends a paid request.
+row, and every endpoint the run calls (target, judges, remote metrics) must answer a free
+request through the run's own client. Nothing here sends a paid request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-import socket
 import sys
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
-import httpx
 from apache_beam.io.filesystems import FileSystems
 
-from core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError
-from core.formats import (
+from beameval.config import EvalConfig
+from beameval.config.access import EndpointAccess
+from beameval.core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError
+from beameval.core.formats import (
     detect_format,
     iter_records,
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
-from core.records import EndpointReply, GeneratedRow
-from core.scoring import RowScorer
-from core.templates import Template
-from inference.targets import make_handler
-from metrics.base import EndpointMetric, MetricContext
-from pipeline.config import EvalConfig
+from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.scoring import RowScorer
+from beameval.core.templates import Template
+from beameval.inference.classify import Failure, safe_url
+from beameval.inference.probe import probe
+from beameval.inference.targets import make_handler
+from beameval.inference.targets.base import TargetHandler
+from beameval.metrics.base import EndpointMetric, MetricContext
 
 __all__ = ["preflight"]
-
-CONNECT_TIMEOUT_S = 5.0
 
 
 def preflight(config: EvalConfig, paths: list[str]) -> None:
@@ -40,7 +42,8 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
     Raises:
         DatasetError: the first file cannot be read.
         TemplateError: a template fails on the first row (strict mode only; a warning otherwise).
-        EndpointError: the endpoint's host and port refuse connections.
+        EndpointError: an endpoint cannot be reached or refuses the credentials.
+        ConfigError: an endpoint's key variable is not set.
     """
     first = _first_row(paths[0], config.dataset.format)
     scorer = RowScorer(config.metrics)  # compiles every metric template
@@ -51,8 +54,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
             if not config.params.ignore_request_failure:
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
-    if config.target is not None:
-        _check_target(config)
+    _check_endpoints(config, scorer)
 
 
 def _first_row(path: str, configured_format: str) -> dict[str, Any] | None:
@@ -88,46 +90,59 @@ def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any
         raise EvaluatorError(scored.failure.text)
 
 
-def _check_target(config: EvalConfig) -> None:
-    """The key's variable is set, the host accepts connections, and the credentials are accepted."""
-    assert config.target is not None
-    endpoint = config.target.endpoint
-    key_env = endpoint.api_key_env
+def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
+    """Every endpoint the run will call (target, judges, remote metrics): its key is set and it answers."""
+    endpoints: list[tuple[str, EndpointAccess, TargetHandler]] = []
+    if config.target is not None:
+        endpoint = config.target.endpoint
+        name = "target.model" if config.target.model is not None else "target.agent"
+        endpoints.append((name, endpoint, make_handler(config.target, config.params, endpoint.api_key())))
+    for key, metric in scorer.metrics:
+        if isinstance(metric, EndpointMetric):
+            endpoints.append((f"metric '{key}'", metric.endpoint_access, metric.endpoint_handler()))
+    seen: set[str] = set()
+    for where, access, handler in endpoints:
+        _check_key(where, access)
+        if handler.endpoint_key not in seen:
+            seen.add(handler.endpoint_key)
+            asyncio.run(_check_answers(where, access, handler))
+
+
+def _check_key(where: str, access: EndpointAccess) -> None:
+    key_env = access.api_key_env
     if key_env and not os.environ.get(key_env):
         raise ConfigError(
-            f"the target's api_key_env names the environment variable {key_env!r}, but it is not set; "
+            f"the {where} api_key_env names the environment variable {key_env!r}, but it is not set; "
             "export it before running (the key itself never goes in the config)."
         )
-    _check_reachable(endpoint.url)
-    handler = make_handler(config.target, config.params, config.target.api_key())
-    if handler.probe_url is None:
+
+
+async def _check_answers(where: str, access: EndpointAccess, handler: TargetHandler) -> None:
+    """One probe through the run's own client: reachable, TLS verifies, and the key is accepted."""
+    url = handler.probe_url
+    if url is None:
         return
-    try:
-        status = httpx.get(handler.probe_url, headers=dict(handler.headers), timeout=CONNECT_TIMEOUT_S).status_code
-    except httpx.HTTPError:
-        return  # reachable over TCP; an endpoint without a working models listing is fine
-    if status in (401, 403):
-        where = f"the key in ${key_env}" if key_env else "target.model.api_key_env (no key was sent)"
+    result = await probe(handler, url)
+    if result.failure is not None and result.status is None:
+        parsed = urlsplit(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
         raise EndpointError(
-            f"preflight: {handler.probe_url} rejected the credentials (HTTP {status}).",
-            hint=f"Check {where}.",
+            f"preflight: cannot reach the endpoint at {parsed.hostname}:{port}: {_cause(result.failure)} ({where}).",
+            hint="Start the server or fix the URL; pass --skip_preflight if it is only reachable from the workers.",
         )
+    if result.status in (401, 403):
+        key_env = access.api_key_env
+        holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
+        raise EndpointError(
+            f"preflight: {safe_url(url)} rejected the credentials (HTTP {result.status}).",
+            hint=f"Check {holder}.",
+        )
+    if result.failure is not None:
+        print(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}", file=sys.stderr)
 
 
-def _check_reachable(url: str) -> None:
-    parsed = urlparse(url)
-    host = parsed.hostname or ""
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            return
-    except ConnectionRefusedError:
-        cause = "the connection was refused (nothing is listening there)"
-    except TimeoutError:
-        cause = f"no answer within {CONNECT_TIMEOUT_S:.0f} s"
-    except OSError as exc:
-        cause = exc.strerror or str(exc)
-    raise EndpointError(
-        f"preflight: cannot reach the endpoint at {host}:{port}: {cause}.",
-        hint="Start the server or fix target.url; pass --skip_preflight if it is only reachable from the workers.",
-    )
+def _cause(failure: Failure) -> str:
+    message = failure.message
+    if "refused" in message:
+        return "the connection was refused (nothing is listening there)"
+    return message

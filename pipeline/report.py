@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.errors import EvaluatorError
+from beameval.core.errors import EvaluatorError
 
 __all__ = ["format_summary_table", "unwrap_pipeline_error"]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from core.scoring import RowScorer
-from stats.corpus import corpus_result
-from stats.rubric import rubric_result
-from stats.summary import ScoreAccumulator
-from stats.summary import result as score_result
+from beameval.core.scoring import RowScorer
+from beameval.stats.corpus import corpus_result
+from beameval.stats.rubric import rubric_result
+from beameval.stats.summary import ScoreAccumulator
+from beameval.stats.summary import result as score_result
 
 __all__ = ["RESULTS_FILE", "build_results", "read_json", "write_json_atomically"]
 

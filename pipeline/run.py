@@ -17,17 +17,18 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 
-from core.errors import EvaluatorError
-from core.scoring import RowScorer
-from inference.engine import InferenceEngine
-from pipeline.config import EvalConfig, load_config
+from beameval.config import EvalConfig
+from beameval.core.errors import EvaluatorError
+from beameval.core.scoring import RowScorer
+from beameval.inference.engine import InferenceEngine
+from pipeline.config import load_config
 from pipeline.graph import build_graph
 from pipeline.options import EvalOptions
 from pipeline.output_dir import prepare_output
 from pipeline.preflight import preflight
 from pipeline.report import format_summary_table, unwrap_pipeline_error
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
-from transforms.generate import NAMESPACE
+from transforms import NAMESPACE
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 

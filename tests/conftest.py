@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from beameval.testserver.harness import ServerProcess
 from pipeline.run import main
-from testserver.harness import ServerProcess
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from core.records import ScoredRow
-from core.summary import RunSummary
+from beameval.core.records import ScoredRow
+from beameval.core.summary import RunSummary
 
 __all__ = ["SummarizeRun"]
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from inference.outcome import Outcome
+from beameval.inference.outcome import Outcome
 
 __all__ = ["PendingCalls", "in_global_window"]
 

@@ -20,17 +20,17 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from core.errors import EvaluatorError
-from core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
-from core.templates import Template
-from inference.engine import InferenceEngine, Outcome
-from inference.targets import make_handler
-from pipeline.config import EvalConfig
+from beameval.config import EvalConfig
+from beameval.core.errors import EvaluatorError
+from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
+from beameval.core.templates import Template
+from beameval.inference.engine import InferenceEngine, Outcome
+from beameval.inference.targets import make_handler
+from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
 
 __all__ = ["GenerateSamples", "passthrough_offline"]
 
-NAMESPACE = "evaluator"
 _NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
 #: Runs (by id) whose strict-mode failure has been seen in this worker process.
 _STOPPING: set[str] = set()

@@ -21,15 +21,16 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from core.errors import EvaluatorError
-from core.records import EndpointReply, GeneratedRow
-from core.scoring import metric_keys
-from inference.engine import InferenceEngine
-from inference.outcome import Outcome
-from inference.targets.base import TargetHandler
-from metrics.base import EndpointMetric, MetricConfig, MetricContext, metric_class, resolve
+from beameval.core.errors import EvaluatorError
+from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.scoring import metric_keys
+from beameval.inference.engine import InferenceEngine
+from beameval.inference.outcome import Outcome
+from beameval.inference.targets.base import TargetHandler
+from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
+from beameval.metrics.registry import metric_class, resolve
+from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
-from transforms.generate import NAMESPACE
 
 __all__ = ["CallMetricEndpoints", "needs_metric_calls", "reply_from_outcome"]
 

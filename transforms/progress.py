@@ -23,29 +23,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-from core.records import ScoredRow
-from pipeline.options import EvalOptions
+from beameval.core.records import ScoredRow
 
-__all__ = ["ProgressLines", "ProgressReporter", "ReportProgress", "format_progress", "progress_settings"]
-
-_LOCAL_RUNNERS = (None, "", "DirectRunner", "FnApiRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner")
-
-
-def progress_settings(options: PipelineOptions) -> tuple[float, int, bool]:
-    """``(interval, worker processes, local)`` for a run: the ETA is shown on the local runner only.
-
-    On the local runner the worker processes are known (``--direct_num_workers`` in
-    ``multi_processing`` mode, else one); elsewhere each process reports rows and rate only.
-    """
-    interval = options.view_as(EvalOptions).progress_interval or 0.0
-    local = options.view_as(StandardOptions).runner in _LOCAL_RUNNERS
-    direct = options.view_as(DirectOptions)
-    workers = 1
-    if direct.direct_running_mode == "multi_processing":
-        workers = direct.direct_num_workers or os.cpu_count() or 1  # 0 means one per CPU
-    return float(interval), max(1, workers), local
+__all__ = ["ProgressLines", "ProgressReporter", "ReportProgress", "format_progress"]
 
 
 class _Tally:

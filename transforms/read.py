@@ -17,16 +17,16 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from core.errors import DatasetError
-from core.formats import (
+from beameval.core.errors import DatasetError
+from beameval.core.formats import (
     count_records,
     detect_format,
     iter_records,
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
-from core.records import InputRow, RowFailure
-from transforms.generate import NAMESPACE
+from beameval.core.records import InputRow, RowFailure
+from transforms import NAMESPACE
 
 __all__ = ["ReadRows", "list_dataset_files"]
 

@@ -9,10 +9,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from core.records import GeneratedRow, ScoredRow
-from core.scoring import RowScorer
-from metrics.base import MetricConfig
-from transforms.generate import NAMESPACE
+from beameval.core.records import GeneratedRow, ScoredRow
+from beameval.core.scoring import RowScorer
+from beameval.metrics.base import MetricConfig
+from transforms import NAMESPACE
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
-from core.records import ScoredRow
+from beameval.core.records import ScoredRow
 from transforms.async_calls import in_global_window
 
 __all__ = ["SUMMARY_FILE", "WriteErrors", "WriteRows", "WriteSummary", "rows_schema"]

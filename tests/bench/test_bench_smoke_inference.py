@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from testserver.harness import PROJECT_ROOT
+from beameval.testserver.harness import PROJECT_ROOT
 
 
 def _rates(run: dict) -> list[float]:

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from testserver.harness import PROJECT_ROOT
+from beameval.testserver.harness import PROJECT_ROOT
 
 OFFLINE_SCORES = [
     "exact-match.exact-match",

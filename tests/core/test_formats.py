@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.errors import DatasetError
-from core.formats import count_records, detect_format, iter_records, parquet_row_group_sizes
+from beameval.core.errors import DatasetError
+from beameval.core.formats import count_records, detect_format, iter_records, parquet_row_group_sizes
 
 
 def records(data: bytes, fmt: str, path: str = "d"):

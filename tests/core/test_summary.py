@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from core.records import CallUsage, EndpointReply, InferenceInfo, RowFailure, ScoredRow
-from core.summary import RunSummary
+from beameval.core.records import CallUsage, EndpointReply, InferenceInfo, RowFailure, ScoredRow
+from beameval.core.summary import RunSummary
 
 
 def scored(index: int, score: float, *, failure: RowFailure | None = None, calls: CallUsage | None = None) -> ScoredRow:

@@ -1,7 +1,7 @@
 import pytest
 
-from core.errors import TemplateError
-from core.templates import Template, metric_context, render_text
+from beameval.core.errors import TemplateError
+from beameval.core.templates import Template, metric_context, render_text
 
 
 def render(source, item, sample=None):

@@ -1,17 +1,39 @@
 import json
 import random
+import ssl
 from datetime import datetime, timezone
 from email.utils import format_datetime
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
+from aiohttp.http_exceptions import ContentEncodingError
 
-from inference.backoff import backoff_delay, retry_wait
-from inference.classify import Failure, classify, parse_retry_after, redact, safe_url
-from inference.errors import EmptyAnswerError, MalformedResponseError, UnusableResponseError
+from beameval.inference.backoff import backoff_delay, retry_wait
+from beameval.inference.classify import Failure, classify, parse_retry_after, redact, safe_url
+from beameval.inference.errors import EmptyAnswerError, MalformedResponseError, UnusableResponseError
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
-REQ = httpx.Request("POST", URL)
+KEY = ConnectionKey("127.0.0.1", 9, False, True, None, None, None)
+
+
+def connector_error(os_error: OSError) -> aiohttp.ClientConnectorError:
+    return aiohttp.ClientConnectorError(KEY, os_error)  # type: ignore[arg-type]
+
+
+def payload_error_from_bad_encoding() -> aiohttp.ClientPayloadError:
+    try:
+        raise ContentEncodingError("Can not decode content-encoding: gzip")
+    except ContentEncodingError as cause:
+        error = aiohttp.ClientPayloadError("Response payload is not completed")
+        error.__cause__ = cause
+        return error
+
+
+def certificate_error() -> aiohttp.ClientConnectorCertificateError:
+    cause = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    cause.verify_message = "self-signed certificate"
+    return aiohttp.ClientConnectorCertificateError(KEY, cause)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -41,22 +63,25 @@ def test_status_table(status, kind, retryable):
 @pytest.mark.parametrize(
     ("exc", "kind"),
     [
-        (httpx.ReadTimeout("read", request=REQ), "soft_overload"),
-        (httpx.WriteTimeout("write", request=REQ), "soft_overload"),
-        (httpx.PoolTimeout("pool", request=REQ), "soft_overload"),
+        (aiohttp.ServerTimeoutError("Timeout on reading data from socket"), "soft_overload"),
+        (aiohttp.SocketTimeoutError("socket"), "soft_overload"),
         (TimeoutError(), "soft_overload"),
-        (httpx.ConnectTimeout("connect", request=REQ), "transient"),
-        (httpx.ConnectError("[Errno 111] Connection refused", request=REQ), "transient"),
-        (httpx.ReadError("reset", request=REQ), "transient"),
-        (httpx.WriteError("broken pipe", request=REQ), "transient"),
-        (httpx.RemoteProtocolError("Server disconnected without sending a response.", request=REQ), "transient"),
+        (aiohttp.ConnectionTimeoutError("Connection timeout to host"), "transient"),
+        (connector_error(ConnectionRefusedError(111, "Connection refused")), "transient"),
+        (aiohttp.ServerDisconnectedError(), "transient"),
+        (aiohttp.ClientOSError(104, "Connection reset by peer"), "transient"),
+        (aiohttp.ClientPayloadError("Response payload is not completed"), "transient"),
+        (aiohttp.ClientResponseError(None, (), status=400, message="invalid character in header"), "transient"),  # type: ignore[arg-type]
         (ConnectionResetError(104, "Connection reset by peer"), "transient"),
         (ConnectionRefusedError(111, "Connection refused"), "transient"),
         (json.JSONDecodeError("Expecting value", "not json", 0), "transient"),
         (MalformedResponseError("it has no choices"), "transient"),
         (EmptyAnswerError("the model returned an empty answer"), "fatal"),
         (UnusableResponseError("no match"), "fatal"),
-        (httpx.UnsupportedProtocol("ftp", request=REQ), "fatal"),
+        (aiohttp.InvalidURL("ftp://host"), "fatal"),
+        (aiohttp.NonHttpUrlClientError("ftp://host"), "fatal"),
+        (payload_error_from_bad_encoding(), "fatal"),
+        (certificate_error(), "fatal"),
         (ValueError("boom"), "fatal"),
     ],
 )
@@ -69,8 +94,14 @@ def test_exception_table(exc, kind):
 
 
 def test_connection_refused_message_names_host():
-    failure = classify(httpx.ConnectError("[Errno 111] Connection refused", request=REQ), url=URL)
+    failure = classify(connector_error(ConnectionRefusedError(111, "Connection refused")), url=URL)
     assert failure.message == "connection refused by 127.0.0.1:9 (is the server running?)"
+
+
+def test_certificate_failure_is_not_retried_and_names_host_and_reason():
+    failure = classify(certificate_error(), url=URL)
+    assert (failure.failure_class, failure.retryable) == ("fatal", False)
+    assert failure.message == "TLS with 127.0.0.1:9 failed: self-signed certificate"
 
 
 def test_empty_answer_message():
@@ -80,7 +111,7 @@ def test_empty_answer_message():
 
 
 def test_retry_after_is_read_from_headers():
-    failure = classify(503, url=URL, headers=httpx.Headers({"Retry-After": "1"}))
+    failure = classify(503, url=URL, headers={"retry-after": "1"})
     assert failure.retry_after == 1.0
     assert failure.message == f"HTTP 503 Service Unavailable from {URL} (retry-after 1s)"
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from inference.engine import InferenceEngine, Outcome
-from inference.prepared import PreparedRequest, request_hash
-from inference.targets import make_handler
-from pipeline.config import AgentTarget, ModelTarget, Params, TargetConfig
-from testserver.harness import free_port
+from beameval.config import AgentTarget, ModelTarget, Params, TargetConfig
+from beameval.inference.engine import InferenceEngine, Outcome
+from beameval.inference.prepared import PreparedRequest, request_hash
+from beameval.inference.targets import make_handler
+from beameval.testserver.harness import free_port
 
 KEY = "sk-engine-test-KEY123456"
 

@@ -2,8 +2,8 @@ import asyncio
 
 import pytest
 
-from inference.classify import Failure
-from inference.limiter import AdaptiveLimiter
+from beameval.inference.classify import Failure
+from beameval.inference.limiter import AdaptiveLimiter
 
 HARD = Failure("hard_overload", True, 1.0, 429, "HTTP 429")
 SOFT = Failure("soft_overload", True, None, None, "timed out")
@@ -17,7 +17,7 @@ def run(coro):
 
 def test_starts_at_max_and_never_exceeds_it():
     async def main():
-        limiter = AdaptiveLimiter(8)
+        limiter = AdaptiveLimiter(8, initial_limit=8)
         assert limiter.limit == 8
         gate = asyncio.Event()
         seen = []
@@ -43,7 +43,7 @@ def test_starts_at_max_and_never_exceeds_it():
 
 
 def test_burst_of_429s_from_one_window_halves_once():
-    limiter = AdaptiveLimiter(64)
+    limiter = AdaptiveLimiter(64, initial_limit=64)
 
     async def main():
         holders = []
@@ -70,7 +70,7 @@ def test_burst_of_429s_from_one_window_halves_once():
 
 
 def test_requests_started_after_a_decrease_end_the_window_only_with_old_ones():
-    limiter = AdaptiveLimiter(16)
+    limiter = AdaptiveLimiter(16, initial_limit=16)
 
     async def main():
         old = limiter.slot()
@@ -88,7 +88,7 @@ def test_requests_started_after_a_decrease_end_the_window_only_with_old_ones():
 
 
 def test_soft_overload_decreases_by_a_fifth_and_other_failures_do_nothing():
-    limiter = AdaptiveLimiter(10)
+    limiter = AdaptiveLimiter(10, initial_limit=10)
 
     async def main():
         async with limiter.slot():
@@ -97,11 +97,11 @@ def test_soft_overload_decreases_by_a_fifth_and_other_failures_do_nothing():
             assert limiter.limit == 10
             limiter.record(SOFT)
             assert limiter.limit == 8
-        one = AdaptiveLimiter(1)
+        one = AdaptiveLimiter(1, initial_limit=1)
         async with one.slot():
             one.record(HARD)
         assert one.limit == 1
-        two = AdaptiveLimiter(2)
+        two = AdaptiveLimiter(2, initial_limit=2)
         async with two.slot():
             two.record(SOFT)
         assert two.limit == 1
@@ -136,7 +136,7 @@ async def round_trip(limiter: AdaptiveLimiter, capacity: int | None = None) -> N
 
 
 def test_grows_back_additively_in_a_few_round_trips():
-    limiter = AdaptiveLimiter(64)
+    limiter = AdaptiveLimiter(64, initial_limit=64)
     _decrease_to(limiter, 1)
     assert limiter.limit == 1
 
@@ -155,7 +155,7 @@ def test_grows_back_additively_in_a_few_round_trips():
 
 
 def test_capacity_limited_endpoint_settles_around_capacity():
-    limiter = AdaptiveLimiter(64)
+    limiter = AdaptiveLimiter(64, initial_limit=64)
 
     async def main():
         limits = []
@@ -173,7 +173,7 @@ def test_capacity_limited_endpoint_settles_around_capacity():
 
 
 def test_successes_inside_a_window_do_not_undo_the_decrease():
-    limiter = AdaptiveLimiter(32)
+    limiter = AdaptiveLimiter(32, initial_limit=32)
 
     async def main():
         slots = []
@@ -192,7 +192,7 @@ def test_successes_inside_a_window_do_not_undo_the_decrease():
 
 def test_increase_wakes_waiters_and_decrease_blocks_new_ones():
     async def main():
-        limiter = AdaptiveLimiter(4)
+        limiter = AdaptiveLimiter(4, initial_limit=4)
         first = limiter.slot()
         await first.__aenter__()
         limiter.record(HARD)  # 4 -> 2, window = {first}
@@ -213,7 +213,7 @@ def test_increase_wakes_waiters_and_decrease_blocks_new_ones():
 
 def test_cancelled_waiter_does_not_leak_a_slot():
     async def main():
-        limiter = AdaptiveLimiter(1)
+        limiter = AdaptiveLimiter(1, initial_limit=1)
         holder = limiter.slot()
         await holder.__aenter__()
         waiter = asyncio.create_task(limiter.slot().__aenter__())
@@ -232,3 +232,43 @@ def test_cancelled_waiter_does_not_leak_a_slot():
 def test_rejects_zero_limit():
     with pytest.raises(ValueError):
         AdaptiveLimiter(0)
+
+
+def test_slow_start_doubles_per_round_trip_until_the_cap():
+    async def main():
+        limiter = AdaptiveLimiter(64)
+        assert limiter.limit == 8
+        seen = []
+        for _ in range(4):  # one "round trip": fill every slot, then all succeed
+            limit = limiter.limit
+            seen.append(limit)
+            for _ in range(limit):
+                async with limiter.slot():
+                    limiter.record(None)
+        assert seen == [8, 16, 32, 64]
+        assert limiter.limit == 64
+
+    run(main())
+
+
+def test_slow_start_ends_at_the_first_overload():
+    async def main():
+        limiter = AdaptiveLimiter(64)
+        for _ in range(8):  # 8 -> 16
+            async with limiter.slot():
+                limiter.record(None)
+        assert limiter.limit == 16
+        async with limiter.slot():
+            limiter.record(HARD)
+        assert limiter.limit == 8 and limiter.decreases == 1
+        for _ in range(8):  # outside slow start, near the last overload point (16): not +1 per success
+            async with limiter.slot():
+                limiter.record(None)
+        assert 8 < limiter.limit < 16
+
+    run(main())
+
+
+def test_slow_start_never_begins_above_the_cap():
+    assert AdaptiveLimiter(3).limit == 3
+    assert AdaptiveLimiter(64, initial_limit=100).limit == 64

@@ -1,17 +1,23 @@
-"""call_with_retries against httpx.MockTransport: retry decisions and waits, with no real sleeping."""
+"""call_with_retries against a scripted client: retry decisions and waits, with no real sleeping.
+
+The client here stands in for ``HttpClient`` at the ``PostClient`` boundary (replies or
+exceptions in order); the real transport against a real server is in test_engine_server.py.
+"""
 
 import asyncio
 import json
 import random
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 
-from inference.limiter import AdaptiveLimiter
-from inference.prepared import request_hash
-from inference.retry import RetryPolicy, call_with_retries
-from inference.targets import make_handler
-from pipeline.config import ModelTarget, Params, TargetConfig
+from beameval.config import ModelTarget, Params, TargetConfig
+from beameval.inference.http_client import HttpReply
+from beameval.inference.limiter import AdaptiveLimiter
+from beameval.inference.prepared import request_hash
+from beameval.inference.retry import RetryPolicy, call_with_retries
+from beameval.inference.targets import make_handler
 
 KEY = "sk-test-SECRETSECRET"
 OK = {
@@ -29,16 +35,17 @@ def run_call(replies, max_retries=3, parallelism=4, prepared=None):
     """Serve ``replies`` in order (each a Response or an exception); return (outcome, waits, requests)."""
     handler = make()
     prepared = prepared or handler.prepare({"messages": [{"role": "user", "content": "q"}]})
-    seen: list[httpx.Request] = []
+    seen: list[Sent] = []
     waits: list[float] = []
     queue = list(replies)
 
-    def respond(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        item = queue.pop(0)
-        if isinstance(item, Exception):
-            raise item
-        return item
+    class ScriptedClient:
+        async def post(self, url, *, content, headers=None):
+            seen.append(Sent(url, content, dict(handler.headers if headers is None else headers)))
+            item = queue.pop(0)
+            if isinstance(item, Exception):
+                raise item
+            return item
 
     async def fake_sleep(seconds: float) -> None:
         waits.append(seconds)
@@ -46,24 +53,34 @@ def run_call(replies, max_retries=3, parallelism=4, prepared=None):
     ticks = iter(range(1000))
 
     async def main():
-        async with httpx.AsyncClient(transport=httpx.MockTransport(respond), headers=handler.headers) as client:
-            policy = RetryPolicy(
-                max_retries=max_retries, rng=random.Random(0), sleep=fake_sleep, clock=lambda: float(next(ticks))
-            )
-            limiter = AdaptiveLimiter(parallelism)
-            outcome = await call_with_retries(
-                client, limiter, handler, prepared, policy, client_headers=handler.headers
-            )
-            return outcome, limiter
+        policy = RetryPolicy(
+            max_retries=max_retries, rng=random.Random(0), sleep=fake_sleep, clock=lambda: float(next(ticks))
+        )
+        limiter = AdaptiveLimiter(parallelism)
+        outcome = await call_with_retries(
+            ScriptedClient(), limiter, handler, prepared, policy, client_headers=handler.headers
+        )
+        return outcome, limiter
 
     outcome, limiter = asyncio.run(main())
     return outcome, waits, seen, limiter, prepared
 
 
+class Sent:
+    def __init__(self, url, content, headers):
+        self.url, self.content = url, content
+        self.headers = {name.lower(): value for name, value in headers.items()}
+
+
 def reply(status, body=None, headers=None, content=None):
-    if content is not None:
-        return httpx.Response(status, content=content, headers=headers)
-    return httpx.Response(status, json=body if body is not None else {"error": {"message": "nope"}}, headers=headers)
+    if content is None:
+        content = json.dumps(body if body is not None else {"error": {"message": "nope"}}).encode()
+    return HttpReply(status, {k.lower(): v for k, v in (headers or {}).items()}, content)
+
+
+def refused():
+    key = ConnectionKey("mock", 80, False, True, None, None, None)
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connection refused"))
 
 
 def test_success_records_usage_hash_and_latency():
@@ -135,12 +152,11 @@ def test_empty_answer_is_not_retried():
 
 
 def test_connection_errors_and_timeouts_are_retried():
-    request = httpx.Request("POST", "http://mock/v1/chat/completions")
     outcome, waits, seen, limiter, _ = run_call(
         [
-            httpx.ConnectError("[Errno 111] Connection refused", request=request),
-            httpx.ReadError("Connection reset by peer", request=request),
-            httpx.ReadTimeout("timed out", request=request),
+            refused(),
+            aiohttp.ClientOSError(104, "Connection reset by peer"),
+            aiohttp.ServerTimeoutError("timed out"),
             reply(200, OK),
         ]
     )
@@ -150,8 +166,7 @@ def test_connection_errors_and_timeouts_are_retried():
 
 
 def test_connection_refused_final_message():
-    request = httpx.Request("POST", "http://mock/v1/chat/completions")
-    outcome, *_ = run_call([httpx.ConnectError("[Errno 111] Connection refused", request=request)] * 2, max_retries=1)
+    outcome, *_ = run_call([refused()] * 2, max_retries=1)
     assert outcome.error.message == (
         "request failed after 2 attempts: connection refused by mock (is the server running?)"
     )
@@ -176,52 +191,3 @@ def test_unserialisable_body_is_a_clean_error():
 def test_transient_statuses_are_retried(status):
     outcome, _, seen, limiter, _ = run_call([reply(status), reply(200, OK)])
     assert outcome.ok and len(seen) == 2 and limiter.limit == 4
-
-
-def test_sharded_client_spreads_requests_and_never_queues():
-    from inference.pool import ShardedClient
-
-    in_flight = {"now": 0, "peak": 0}
-
-    async def slow(request: httpx.Request) -> httpx.Response:
-        in_flight["now"] += 1
-        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
-        await asyncio.sleep(0)
-        in_flight["now"] -= 1
-        return httpx.Response(200, json=OK)
-
-    async def main():
-        client = ShardedClient(20, 5.0, {"X": "1"}, transport=httpx.MockTransport(slow), shard_connections=8)
-        assert client.shards == 3
-        responses = await asyncio.gather(
-            *(client.post("http://mock/v1/chat/completions", content=b"{}") for _ in range(20))
-        )
-        await client.aclose()
-        return responses
-
-    responses = asyncio.run(main())
-    assert all(r.status_code == 200 for r in responses)
-    assert in_flight["peak"] == 20
-
-
-def test_sharded_client_default_is_one_connection_per_shard_and_overflow_still_completes():
-    from inference.pool import ShardedClient
-
-    seen: list[str] = []
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(str(request.url))
-        await asyncio.sleep(0)
-        return httpx.Response(200, json=OK)
-
-    async def main():
-        client = ShardedClient(4, 5.0, transport=httpx.MockTransport(handler))
-        assert client.shards == 4
-        url = "http://mock/v1/chat/completions?x=1"
-        responses = await asyncio.gather(*(client.post(url, content=b"{}") for _ in range(10)))  # 6 over the limit
-        await client.aclose()
-        return responses
-
-    responses = asyncio.run(main())
-    assert [r.status_code for r in responses] == [200] * 10
-    assert seen == ["http://mock/v1/chat/completions?x=1"] * 10

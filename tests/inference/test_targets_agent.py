@@ -1,9 +1,9 @@
 import pytest
 
-from core.errors import ConfigError, TemplateError
-from inference.errors import EmptyAnswerError, UnusableResponseError
-from inference.targets import AgentHandler, make_handler
-from pipeline.config import AgentTarget, Params, TargetConfig
+from beameval.config import AgentTarget, Params, TargetConfig
+from beameval.core.errors import ConfigError, TemplateError
+from beameval.inference.errors import EmptyAnswerError, UnusableResponseError
+from beameval.inference.targets import AgentHandler, make_handler
 
 
 def agent(body=None, response_path="$.output", trajectory_path=None, key=None):

@@ -2,13 +2,13 @@ import hashlib
 
 import pytest
 
-from core.errors import ConfigError, TemplateError
-from inference.errors import EmptyAnswerError, MalformedResponseError
-from inference.prepared import canonical_json, request_hash
-from inference.targets import ModelHandler, make_handler
-from inference.targets.model_request import deep_merge, endpoint_urls
-from inference.targets.model_response import split_reasoning
-from pipeline.config import InferenceParams, ModelTarget, Params, ReasoningParams, TargetConfig
+from beameval.config import InferenceParams, ModelTarget, Params, ReasoningParams, TargetConfig
+from beameval.core.errors import ConfigError, TemplateError
+from beameval.inference.errors import EmptyAnswerError, MalformedResponseError
+from beameval.inference.prepared import canonical_json, request_hash
+from beameval.inference.targets import ModelHandler, make_handler
+from beameval.inference.targets.model_request import deep_merge, endpoint_urls
+from beameval.inference.targets.model_response import split_reasoning
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 

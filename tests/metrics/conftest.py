@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from metrics.base import Metric, MetricContext, config_model, resolve
+from beameval.metrics.base import Metric, MetricContext
+from beameval.metrics.registry import config_model, resolve
 
 Build = Callable[..., Metric[Any]]
 

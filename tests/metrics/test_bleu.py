@@ -9,7 +9,7 @@ import pytest
 import sacrebleu
 from pydantic import ValidationError
 
-from core.errors import MetricError, TemplateError
+from beameval.core.errors import MetricError, TemplateError
 
 REFERENCES = ["{{ item.refs[0] }}", "{{ item.refs[1] }}", "{{ item.refs[2] }}"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import MetricError, TemplateError
+from beameval.core.errors import MetricError, TemplateError
 
 
 def test_normalised_equality(build, row) -> None:

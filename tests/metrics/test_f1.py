@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import MetricError
-from metrics.f1 import token_f1
+from beameval.core.errors import MetricError
+from beameval.metrics.f1 import token_f1
 
 
 @pytest.mark.parametrize(

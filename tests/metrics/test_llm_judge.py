@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from core.errors import ConfigError, MetricError
-from core.records import EndpointReply
-from metrics.base import EndpointMetric, MetricContext, config_model, resolve
-from metrics.judge import (
+from beameval.config import parse_config
+from beameval.core.errors import ConfigError, MetricError
+from beameval.core.records import EndpointReply
+from beameval.metrics.base import EndpointMetric, MetricContext
+from beameval.metrics.judge import (
     RangeScore,
     RubricScore,
     check_schema_covers_scores,
@@ -19,8 +20,8 @@ from metrics.judge import (
     parse_reply,
     parse_score,
 )
-from metrics.llm_judge import LLMJudge, LLMJudgeConfig
-from pipeline.config import parse_config
+from beameval.metrics.llm_judge import LLMJudge, LLMJudgeConfig
+from beameval.metrics.registry import config_model, resolve
 
 URL = "http://judge:8000/v1"
 QUALITY = {"name": "quality", "minimum": 1, "maximum": 5, "description": "How helpful the answer is."}

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from metrics.number_check import OPERATIONS, parse_number
+from beameval.metrics.number_check import OPERATIONS, parse_number
 
 
 @pytest.mark.parametrize(

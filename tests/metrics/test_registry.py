@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import ConfigError
-from metrics.base import MetricConfig, config_model, metric_types
+from beameval.core.errors import ConfigError
+from beameval.metrics.base import MetricConfig
+from beameval.metrics.registry import config_model, metric_types
 
 HERE = Path(__file__).parent
 

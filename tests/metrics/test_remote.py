@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from core.errors import ConfigError, MetricError
-from core.records import EndpointReply
-from inference.engine import InferenceEngine
-from metrics.base import EndpointMetric, MetricContext, config_model, resolve
-from metrics.remote import RemoteMetric
-from pipeline.config import parse_config
+from beameval.config import parse_config
+from beameval.core.errors import ConfigError, MetricError
+from beameval.core.records import EndpointReply
+from beameval.inference.engine import InferenceEngine
+from beameval.metrics.base import EndpointMetric, MetricContext
+from beameval.metrics.registry import config_model, resolve
+from beameval.metrics.remote import RemoteMetric
 from transforms.metric_calls import reply_from_outcome
 
 BODY = {"input": "{{ sample.output_text }}", "question": "{{ item.question }}", "n": "{{ item.n }}", "fixed": 1}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rouge_score.rouge_scorer import RougeScorer
 
-from core.errors import MetricError
-from metrics.rouge import Rouge
+from beameval.core.errors import MetricError
+from beameval.metrics.rouge import Rouge
 
 OUTPUTS = ["rouge_1_score", "rouge_2_score", "rouge_3_score", "rouge_L_score"]
 KEYS = ["rouge1", "rouge2", "rouge3", "rougeL"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from core.errors import TemplateError
-from metrics.string_check import OPERATIONS
+from beameval.core.errors import TemplateError
+from beameval.metrics.string_check import OPERATIONS
 
 # (operation, left, right, expected)
 CASES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.text import normalize_text
+from beameval.metrics.text import normalize_text
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from core.errors import MetricError, TemplateError
+from beameval.core.errors import MetricError, TemplateError
 
 NAMES = "function_name_accuracy"
 ARGS = "function_name_and_args_accuracy"

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from beameval.testserver.harness import free_port
 from pipeline.run import main
-from testserver.harness import free_port
 
 EM = "exact-match.exact-match"
 STRICT_HINT = "set params.ignore_request_failure: true"

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from core.errors import ConfigError
-from pipeline.config import load_config, parse_config
+from beameval.config import parse_config
+from beameval.core.errors import ConfigError
+from pipeline.config import load_config
 
 BASE = {"dataset": {"path": "x.jsonl"}, "metrics": [{"type": "exact-match", "reference": "{{ item.a }}"}]}
 MODEL = {"url": "http://127.0.0.1:8000/v1", "name": "m"}

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from testserver.harness import ServerProcess
+from beameval.testserver.harness import ServerProcess
 from transforms.generate import GenerateSamples
 
 N = 40

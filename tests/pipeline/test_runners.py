@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from testserver.harness import PROJECT_ROOT
+from beameval.testserver.harness import PROJECT_ROOT
 
 
 def loopback(address: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from testserver.harness import free_port
+from beameval.testserver.harness import free_port
 
 SECRET = "sk-SECRET-123"
 KEY_ENV = "EVAL_TEST_KEY"

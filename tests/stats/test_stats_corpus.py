@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from stats.corpus import corpus_result
+from beameval.stats.corpus import corpus_result
 
 PCT_KEYS = [f"p{p}" for p in range(10, 101, 10)]
 

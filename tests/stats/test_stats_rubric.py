@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from stats.rubric import mode_category, rubric_result
-from stats.summary import ScoreAccumulator
+from beameval.stats.rubric import mode_category, rubric_result
+from beameval.stats.summary import ScoreAccumulator
 
 NAN = float("nan")
 LEVELS = [("poor", 0, "bad answer"), ("fair", 0.5, None), ("good", 1, "great answer")]

@@ -11,9 +11,9 @@ from fractions import Fraction
 
 import pytest
 
-from stats import summary
-from stats.sketch import DEFAULT_ALPHA, DEFAULT_MAX_BUCKETS, DDSketch
-from stats.summary import ScoreAccumulator
+from beameval.stats import summary
+from beameval.stats.sketch import DEFAULT_ALPHA, DEFAULT_MAX_BUCKETS, DDSketch
+from beameval.stats.summary import ScoreAccumulator
 
 ALPHA = DEFAULT_ALPHA
 N_DISTINCT = 300_000

@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from stats import summary
-from stats.summary import MAX_EXACT_DISTINCT, ScoreAccumulator
+from beameval.stats import summary
+from beameval.stats.summary import MAX_EXACT_DISTINCT, ScoreAccumulator
 
 NAN = float("nan")
 KEYS = [

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from testserver.harness import ServerProcess
+from beameval.testserver.harness import ServerProcess
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testserver.harness import PROJECT_ROOT, ServerProcess
+from beameval.testserver.harness import PROJECT_ROOT, ServerProcess
 
 
 def _chat(base_url: str, text: str, timeout: float = 5.0) -> httpx.Response:
@@ -73,7 +73,7 @@ def test_startup_failure_reports_stderr(tmp_path: Path) -> None:
 
 def test_down_for_needs_port_and_one_stdout_line() -> None:
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    cmd = [sys.executable, "-m", "testserver"]
+    cmd = [sys.executable, "-m", "beameval.testserver"]
     refused = subprocess.run([*cmd, "--down-for", "1"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 2
     assert "--down-for needs an explicit --port" in refused.stderr

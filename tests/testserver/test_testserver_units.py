@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from testserver.app import format_retry_after
-from testserver.faults import FaultConfig, FaultInjector, Rule
-from testserver.http11 import BadRequest, Response, read_request
-from testserver.replies import UNKNOWN_ANSWER, Replier, chat_response, prompt_text, usage
+from beameval.testserver.app import format_retry_after
+from beameval.testserver.faults import FaultConfig, FaultInjector, Rule
+from beameval.testserver.http11 import BadRequest, Response, read_request
+from beameval.testserver.replies import UNKNOWN_ANSWER, Replier, chat_response, prompt_text, usage
 
 
 def test_prompt_text_chat_takes_last_user_message() -> None:
@@ -168,7 +168,7 @@ def test_read_request_framing() -> None:
 
 
 def test_stats_busy_window_spans_first_request_to_last_answer() -> None:
-    from testserver.stats import Stats
+    from beameval.testserver.stats import Stats
 
     stats = Stats()
     assert stats.snapshot()["busy_s"] is None and stats.snapshot()["first_request_at"] is None

@@ -12,10 +12,11 @@ import apache_beam as beam
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from core.records import EndpointReply, GeneratedRow, RowFailure, ScoredRow
-from inference.outcome import Outcome
-from metrics.base import MetricConfig, config_model
-from testserver.harness import ServerProcess
+from beameval.core.records import EndpointReply, GeneratedRow, RowFailure, ScoredRow
+from beameval.inference.outcome import Outcome
+from beameval.metrics.base import MetricConfig
+from beameval.metrics.registry import config_model
+from beameval.testserver.harness import ServerProcess
 from transforms.async_calls import PendingCalls
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls, reply_from_outcome
 from transforms.score import ERRORS, ScoreRows

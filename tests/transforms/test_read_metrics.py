@@ -4,6 +4,7 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from transforms import NAMESPACE
 from transforms.read import ReadRows, list_dataset_files
 
 
@@ -16,5 +17,5 @@ def test_rows_read_counter_counts_every_row_once_and_respects_limit(write_parque
         _ = pipeline | ReadRows(paths, "auto", limit)
         result = pipeline.run()
         result.wait_until_finish()
-        counters = result.metrics().query(MetricsFilter().with_namespace("evaluator").with_name("rows_read"))
+        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name("rows_read"))
         assert sum(c.committed for c in counters["counters"]) == expected

@@ -1,0 +1,69 @@
+"""How an endpoint is reached and authenticated: the key's variable, the header that carries it, the CA bundle.
+
+Shared by every config that names an endpoint (model and agent targets, judge models,
+remote metrics), so the rules for keys and TLS are written once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from beameval.config.frozen import Frozen
+from beameval.core.validators import env_var_name
+
+__all__ = ["DEFAULT_KEY_HEADER", "DEFAULT_MAX_RESPONSE_BYTES", "EndpointAccess", "key_headers"]
+
+DEFAULT_KEY_HEADER = "Authorization"
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110 token)
+
+
+def key_headers(api_key: str | None, header: str = DEFAULT_KEY_HEADER) -> dict[str, str]:
+    """The header carrying ``api_key``: ``Authorization: Bearer <key>``, or ``<header>: <key>``; none without a key."""
+    if not api_key:
+        return {}
+    if header.lower() == DEFAULT_KEY_HEADER.lower():
+        return {DEFAULT_KEY_HEADER: f"Bearer {api_key}"}
+    return {header: api_key}
+
+
+class EndpointAccess(Frozen):
+    """The fields every endpoint config has for reaching it.
+
+    Attributes:
+        api_key_env: the NAME of the environment variable holding the key (never the key).
+        api_key_header: ``Authorization`` (sent as ``Bearer <key>``) or any other header
+            name, sent with the bare key (``api-key`` for Azure OpenAI, ``x-api-key``).
+        ca_bundle: a PEM file of CA certificates to trust instead of the system's store.
+        max_response_bytes: the largest reply body accepted (after decompression); a
+            larger one fails its attempt, not retried.
+
+    """
+
+    api_key_env: str | None = None
+    api_key_header: str = DEFAULT_KEY_HEADER
+    ca_bundle: str | None = None
+    max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
+
+    _key = field_validator("api_key_env")(env_var_name)
+
+    @field_validator("api_key_header")
+    @classmethod
+    def _header_name(cls, name: str) -> str:
+        if not _TOKEN.match(name):
+            raise ValueError(f"must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~), got {name!r}")
+        if name.lower() in ("host", "content-length", "content-type", "transfer-encoding", "connection"):
+            raise ValueError(f"{name!r} cannot carry the key; use Authorization or a header of its own")
+        return name
+
+    def api_key(self) -> str | None:
+        """The key from the environment variable named in ``api_key_env``, if any."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def key_headers(self, api_key: str | None) -> dict[str, str]:
+        """The header carrying ``api_key`` for this endpoint (see ``key_headers``)."""
+        return key_headers(api_key, self.api_key_header)

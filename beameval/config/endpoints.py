@@ -1,0 +1,75 @@
+"""Endpoint configs: an OpenAI-compatible model or a generic agent, and the target that picks one."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from beameval.config.access import EndpointAccess
+from beameval.config.frozen import Frozen
+from beameval.core.validators import http_url
+
+__all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
+
+_AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie")
+
+
+class ModelTarget(EndpointAccess):
+    """An OpenAI-compatible model endpoint."""
+
+    url: str
+    name: str
+    format: Literal["openai", "nim"] = "nim"
+    default_headers: dict[str, str] | None = None
+
+    _url = field_validator("url")(http_url)
+
+    @field_validator("default_headers")
+    @classmethod
+    def _no_credentials_in_headers(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
+        for name in headers or {}:
+            normalised = name.lower().replace("_", "-")
+            if any(word in normalised for word in _AUTH_WORDS):
+                raise ValueError(
+                    f"header {name!r} looks like a credential (names containing "
+                    f"{', '.join(_AUTH_WORDS)} are refused); put the key in an environment "
+                    "variable and name it in api_key_env"
+                )
+        return headers
+
+
+class AgentTarget(EndpointAccess):
+    """A generic agent endpoint: POST a templated JSON body, read the answer by JSONPath."""
+
+    url: str
+    name: str = "agent"
+    body: dict[str, Any]
+    response_path: str
+    trajectory_path: str | None = None
+
+    _url = field_validator("url")(http_url)
+
+
+class TargetConfig(Frozen):
+    """Exactly one of ``model`` or ``agent``."""
+
+    model: ModelTarget | None = None
+    agent: AgentTarget | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TargetConfig:
+        if (self.model is None) == (self.agent is None):
+            raise ValueError("set exactly one of target.model or target.agent")
+        return self
+
+    @property
+    def endpoint(self) -> ModelTarget | AgentTarget:
+        """Whichever of ``model`` or ``agent`` is set."""
+        endpoint = self.model or self.agent
+        assert endpoint is not None  # guaranteed by _exactly_one
+        return endpoint
+
+    def api_key(self) -> str | None:
+        """The API key from the environment variable named in ``api_key_env``, if any."""
+        return self.endpoint.api_key()

@@ -1,0 +1,91 @@
+"""Scoring one generated row with every metric: scores, labels, corpus stats and failures.
+
+Beam-free: the scoring DoFn is a thin shell around ``RowScorer``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from beameval.core.errors import EvaluatorError
+from beameval.core.records import CallUsage, GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
+from beameval.metrics.base import Metric, MetricConfig, MetricContext
+from beameval.metrics.registry import resolve
+
+__all__ = ["RowScorer", "metric_keys"]
+
+NAN = math.nan
+
+
+def metric_keys(configs: Sequence[MetricConfig]) -> list[str]:
+    """Unique metric keys: the type name, with ``_2``, ``_3``… for repeats (the reference's rule)."""
+    seen: dict[str, int] = {}
+    keys = []
+    for config in configs:
+        seen[config.type] = seen.get(config.type, 0) + 1
+        keys.append(config.type if seen[config.type] == 1 else f"{config.type}_{seen[config.type]}")
+    return keys
+
+
+class RowScorer:
+    """Scores rows with a fixed list of metrics, built once per worker.
+
+    Args:
+        configs: the validated metric configs, in config order.
+    """
+
+    def __init__(self, configs: Sequence[MetricConfig]) -> None:
+        self.metrics: list[tuple[str, Metric[Any]]] = [
+            (key, resolve(config, key)) for key, config in zip(metric_keys(configs), configs, strict=True)
+        ]
+        self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
+        self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
+        self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
+
+    def score(self, row: GeneratedRow) -> ScoredRow:
+        """Score one row; a failing metric leaves NaN for its outputs and records why."""
+        scores = dict.fromkeys(self.score_names, NAN)
+        labels: dict[str, str] = {}
+        failure = row.failure
+        corpus = None
+        if failure is None and row.item is not None:
+            ctx = MetricContext(row.item, row.sample, row.metric_responses)
+            failure = self._score_metrics(ctx, scores, labels)
+            if failure is None and self._corpus_metrics:
+                corpus = {key: metric.corpus_stats(ctx) or [] for key, metric in self._corpus_metrics}
+        output_text = row.sample.get("output_text")
+        return ScoredRow(
+            row_index=row.row_index,
+            item_json=item_json(row.item, row.raw),
+            output_text=output_text if isinstance(output_text, str) else None,
+            scores=scores,
+            failure=failure,
+            inference=row.inference or InferenceInfo(),
+            labels=labels,
+            corpus_stats=corpus,
+            metric_calls=CallUsage.of_replies(row.metric_responses),
+        )
+
+    def _score_metrics(self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]) -> RowFailure | None:
+        failure: RowFailure | None = None
+        for key, metric in self.metrics:
+            try:
+                values = metric.score(ctx)
+            except EvaluatorError as exc:
+                message = f"metric '{key}': {exc}"
+            except Exception as exc:  # noqa: BLE001 - a metric bug must fail its row, not the run
+                message = f"metric '{key}' raised {type(exc).__name__}: {exc}"
+            else:
+                for name, value in values.items():
+                    if isinstance(value, str):
+                        labels[f"{key}.{name}"] = value
+                    else:
+                        scores[f"{key}.{name}"] = float(value)
+                continue
+            if failure is None:
+                failure = RowFailure("scoring", [message], metric=key)
+            else:
+                failure.messages.append(message)
+        return failure

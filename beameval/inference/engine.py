@@ -1,0 +1,294 @@
+"""One engine per endpoint per worker process: a shared connection pool and limiter fed from any thread."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import os
+import random
+import threading
+from collections import deque
+from typing import ClassVar
+
+from beameval.core.errors import EndpointError
+from beameval.inference.backoff import RandomSource
+from beameval.inference.counters import CounterSnapshot, EngineCounters
+from beameval.inference.http_client import HttpClient
+from beameval.inference.limiter import AdaptiveLimiter
+from beameval.inference.loop import background_loop, stop_background_loop
+from beameval.inference.outcome import Outcome
+from beameval.inference.prepared import PreparedRequest
+from beameval.inference.retry import RetryPolicy, call_with_retries
+from beameval.inference.targets.base import TargetHandler
+
+__all__ = ["DEFAULT_TIMEOUT_S", "InferenceEngine"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 600.0
+_Job = tuple[PreparedRequest, TargetHandler, "concurrent.futures.Future[Outcome]", int]
+
+
+class InferenceEngine:
+    """Sends requests for one endpoint from a background event loop.
+
+    Get one with ``InferenceEngine.shared(...)``: engines are registered per
+    ``handler.endpoint_key`` and process, so every DoFn instance (and the LLM judge) in a
+    worker shares one aiohttp keep-alive pool (``HttpClient``, ``parallelism`` connections,
+    created on the engine's loop) and one ``AdaptiveLimiter`` per endpoint. Settings come
+    from the first ``shared`` call for a key; the TLS trust store and the reply-size cap
+    come from the handler.
+
+    Args:
+        handler: a handler of this endpoint (its headers become the client's defaults).
+        parallelism: the most requests in flight (the limiter's ``max_limit``).
+        max_retries: default retries per request.
+        request_timeout: seconds for one whole attempt (connect, send, read the full
+            reply); None means 600 s.
+        rng: the jitter source (a fresh ``random.Random`` when None).
+
+    """
+
+    _registry: ClassVar[dict[str, InferenceEngine]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+    _registry_pid: ClassVar[int] = os.getpid()
+
+    def __init__(
+        self,
+        handler: TargetHandler,
+        parallelism: int,
+        max_retries: int,
+        request_timeout: float | None,
+        *,
+        rng: RandomSource | None = None,
+    ) -> None:
+        self.endpoint_key = handler.endpoint_key
+        self._registry_key = self.endpoint_key
+        self.parallelism = parallelism
+        self.max_retries = max_retries
+        self.request_timeout = request_timeout or DEFAULT_TIMEOUT_S
+        self._loop = background_loop()
+        self._client = HttpClient(
+            parallelism,
+            self.request_timeout,
+            handler.headers,
+            ca_bundle=handler.ca_bundle,
+            max_response_bytes=handler.max_response_bytes,
+        )
+        self._client_headers = handler.headers
+        self.limiter = AdaptiveLimiter(parallelism)
+        self._rng = rng or random.Random()
+        self._policies: dict[int, RetryPolicy] = {}
+        self._counters = EngineCounters()
+        self._decreases_lock = threading.Lock()
+        self._decreases_reported = 0
+        self._inbox: deque[_Job] = deque()
+        self._drain_scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @classmethod
+    def shared(
+        cls,
+        handler: TargetHandler,
+        parallelism: int,
+        max_retries: int,
+        request_timeout: float | None,
+    ) -> InferenceEngine:
+        """Return this process's engine for ``handler.endpoint_key``, creating it on first use.
+
+        Args:
+            handler: the endpoint's handler.
+            parallelism: the most requests in flight to the endpoint from this process.
+            max_retries: default retries per request.
+            request_timeout: seconds per attempt (None: 600 s).
+
+        Returns:
+            The shared engine for this endpoint, concurrency limit and timeout (a process
+            that runs several evaluations, such as a test session, gets one per setting;
+            ``max_retries`` is only a default, callers pass their own per request).
+
+        """
+        key = f"{handler.endpoint_key}|{parallelism}|{request_timeout}|{handler.ca_bundle}|{handler.max_response_bytes}"
+        with cls._registry_lock:
+            if cls._registry_pid != os.getpid():  # forked: the parent's engines are not ours
+                cls._registry = {}
+                cls._registry_pid = os.getpid()
+            engine = cls._registry.get(key)
+            if engine is None or engine._closed:
+                engine = cls(handler, parallelism, max_retries, request_timeout)
+                engine._registry_key = key
+                cls._registry[key] = engine
+            return engine
+
+    def submit(
+        self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None
+    ) -> concurrent.futures.Future[Outcome]:
+        """Queue one request; thread-safe and non-blocking.
+
+        Args:
+            prepared: the request (from ``handler.prepare``).
+            handler: parses the reply.
+            max_retries: overrides the engine's default for this request.
+
+        Returns:
+            A future that always resolves to an ``Outcome`` (it never raises), unless it
+            was cancelled before it started.
+
+        """
+        future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
+        if self._closed:
+            future.set_result(_closed_outcome())
+            return future
+        retries = self.max_retries if max_retries is None else max_retries
+        self._inbox.append((prepared, handler, future, retries))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop is gone (interpreter shutting down)
+                self._drain_scheduled = False
+                self._closed = True
+                while self._inbox:
+                    _resolve(self._inbox.popleft()[2], _closed_outcome())
+        return future
+
+    def call(self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None) -> Outcome:
+        """Send one request and wait for its outcome (blocking; not from the engine's loop thread)."""
+        return self.submit(prepared, handler, max_retries=max_retries).result()
+
+    async def request(
+        self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None
+    ) -> Outcome:
+        """Run one request as a coroutine (what ``submit`` runs), for code already on the engine's loop."""
+        retries = self.max_retries if max_retries is None else max_retries
+        outcome = await call_with_retries(
+            self._client,
+            self.limiter,
+            handler,
+            prepared,
+            self._policy(retries),
+            client_headers=self._client_headers,
+        )
+        self._counters.add(outcome)
+        return outcome
+
+    def snapshot_counters(self) -> CounterSnapshot:
+        """Return the counts since the last call (and reset them), plus the limiter's gauges; any thread."""
+        snapshot = self._counters.take()
+        with self._decreases_lock:
+            decreases = self.limiter.decreases
+            snapshot.limit_decreases = decreases - self._decreases_reported
+            self._decreases_reported = decreases
+        snapshot.limit = self.limiter.limit
+        snapshot.in_flight = self.limiter.in_flight
+        snapshot.peak_in_flight = self.limiter.peak
+        return snapshot
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the requests run on."""
+        return self._loop
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Cancel queued and running requests (their futures get an error outcome) and close the pool."""
+        with self._registry_lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._registry.get(self._registry_key) is self:
+                del self._registry[self._registry_key]
+        if self._loop.is_closed():
+            return
+        if _running_loop() is self._loop:  # called from a coroutine on our loop: cannot block it
+            task = self._loop.create_task(self._shutdown())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        shutdown = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+        try:
+            shutdown.result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError) as exc:  # pragma: no cover
+            log.warning("inference engine for %s did not close cleanly: %s", self.endpoint_key, exc)
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every engine of this process and stop the background loop."""
+        with cls._registry_lock:
+            engines = list(cls._registry.values()) if cls._registry_pid == os.getpid() else []
+        for engine in engines:
+            engine.close()
+        stop_background_loop()
+
+    def _policy(self, max_retries: int) -> RetryPolicy:
+        policy = self._policies.get(max_retries)
+        if policy is None:
+            policy = self._policies[max_retries] = RetryPolicy(max_retries=max_retries, rng=self._rng)
+        return policy
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        inbox = self._inbox
+        create_task = self._loop.create_task
+        tasks = self._tasks
+        while inbox:
+            job = inbox.popleft()
+            if self._closed:
+                _resolve(job[2], _closed_outcome())
+                continue
+            task = create_task(self._run(job))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _run(self, job: _Job) -> None:
+        prepared, handler, future, retries = job
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            outcome = await self.request(prepared, handler, max_retries=retries)
+        except asyncio.CancelledError:
+            _resolve(future, _closed_outcome())
+            raise
+        except BaseException as exc:  # a bug; the future must still resolve
+            log.exception("inference request crashed")
+            error = EndpointError(f"the request crashed: {type(exc).__name__}: {exc}", failure_class="fatal")
+            _resolve(future, Outcome(None, error, None, 0, 0.0, ""))
+        else:
+            _resolve(future, outcome)
+
+    async def _shutdown(self) -> None:
+        self._drain()
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        others = [task for task in self._tasks if task is not current]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
+        await self._client.aclose()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _resolve(future: concurrent.futures.Future[Outcome], outcome: Outcome) -> None:
+    try:
+        future.set_result(outcome)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+def _closed_outcome() -> Outcome:
+    error = EndpointError(
+        "the request was cancelled because the inference engine was closed", failure_class="fatal", attempts=0
+    )
+    return Outcome(None, error, None, 0, 0.0, "")
+
+
+atexit.register(InferenceEngine.close_all)

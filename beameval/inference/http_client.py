@@ -1,0 +1,158 @@
+"""The one HTTP transport of every endpoint call: an ``aiohttp.ClientSession`` with our limits.
+
+Target, judge, remote-metric, agent and preflight calls all go through ``HttpClient``. It
+owns what aiohttp leaves to its caller: a cap on the reply body (decompressed bytes are
+counted, so a gzip bomb fails as soon as it passes the cap), a total per-attempt deadline
+(``ClientTimeout(total=...)``: one attempt never takes longer than ``request_timeout``,
+whatever the server trickles), and TLS verification with an optional CA bundle. Proxies
+come from the environment (``trust_env``: ``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``).
+aiohttp's exceptions are left as they are: ``beameval.inference.classify`` is the one
+place that turns them into retry decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+import aiohttp
+
+from beameval.config.access import DEFAULT_MAX_RESPONSE_BYTES
+from beameval.inference.errors import ResponseTooLargeError
+
+__all__ = ["HttpClient", "HttpReply", "ssl_context"]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    """A fully read reply: status, headers (case-insensitive) and the decoded body."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+
+@cache
+def ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """The verifying TLS context for a CA bundle (the system's trust store when None); built once per bundle.
+
+    Building a context costs about 20 ms of CPU, so engines of one process share it.
+    """
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+class HttpClient:
+    """One keep-alive pool for one endpoint, created lazily on the loop that first uses it.
+
+    Args:
+        parallelism: the most connections open at once (``TCPConnector(limit=...)``).
+        timeout: seconds for one whole attempt: connect, send and read the full reply.
+        headers: sent with every request (a request's own ``headers`` replace them).
+        ca_bundle: a PEM file of CA certificates to trust instead of the system's.
+        max_response_bytes: the largest reply body accepted, after decompression.
+
+    """
+
+    def __init__(
+        self,
+        parallelism: int,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        *,
+        ca_bundle: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self._parallelism = parallelism
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._headers = dict(headers or {})
+        self._ca_bundle = ca_bundle
+        self.max_response_bytes = max_response_bytes
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._parallelism,
+                limit_per_host=0,
+                ssl=ssl_context(self._ca_bundle),
+                enable_cleanup_closed=False,
+            )
+            session = self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                headers=self._headers,
+                trust_env=True,
+                auto_decompress=True,
+                skip_auto_headers=("User-Agent",),
+            )
+        return session
+
+    async def post(self, url: str, *, content: bytes, headers: Mapping[str, str] | None = None) -> HttpReply:
+        """POST a JSON body and return the whole reply (raises aiohttp/asyncio errors as they are)."""
+        return await self.request("POST", url, content=content, headers=headers)
+
+    async def get(self, url: str, *, headers: Mapping[str, str] | None = None) -> HttpReply:
+        """GET ``url`` and return the whole reply."""
+        return await self.request("GET", url, headers=headers)
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        read_body: bool = True,
+    ) -> HttpReply:
+        """Send one request; no redirects are followed (a 3xx is the reply).
+
+        With ``read_body=False`` only the status and headers are read (the body is
+        ``b""`` and the connection is not reused).
+
+        Raises:
+            ResponseTooLargeError: the body (decompressed) passes ``max_response_bytes``.
+        """
+        session = self._open()
+        send_headers = _JSON_HEADERS if content is not None else None
+        if headers is not None:
+            send_headers = {**(send_headers or {}), **headers}
+        async with session.request(method, url, data=content, headers=send_headers, allow_redirects=False) as response:
+            body = await self._read(response) if read_body else b""
+            if not read_body:
+                response.close()
+            return HttpReply(response.status, response.headers, body)
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        cap = self.max_response_bytes
+        declared = response.content_length
+        if declared is not None and declared > cap:
+            raise ResponseTooLargeError(_too_large(cap, f"it declares {declared:,} bytes"))
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > cap:
+                raise ResponseTooLargeError(_too_large(cap, "more was sent"))
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def aclose(self) -> None:
+        """Close the pool's connections (the session is reopened if the client is used again)."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+            await asyncio.sleep(0)  # lets aiohttp finish closing transports before the loop moves on
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _too_large(cap: int, detail: str) -> str:
+    return (
+        f"the reply is larger than the {cap:,}-byte limit ({detail}); raise the endpoint's max_response_bytes "
+        "if such replies are expected"
+    )

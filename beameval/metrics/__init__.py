@@ -1,0 +1,1 @@
+"""Metrics: one module per metric type, registered by name in ``beameval.metrics.base``."""

@@ -1,0 +1,13 @@
+"""Imports every built-in metric module so that each registers itself."""
+
+from beameval.metrics import (  # noqa: F401
+    bleu,
+    exact_match,
+    f1,
+    llm_judge,
+    number_check,
+    remote,
+    rouge,
+    string_check,
+    tool_calling,
+)

@@ -1,0 +1,26 @@
+"""Corpus scores (one value for the whole dataset, such as bleu.corpus) shaped like any range aggregate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beameval.stats.summary import ScoreAccumulator
+
+__all__ = ["corpus_result"]
+
+
+def corpus_result(name: str, value: float | None) -> dict[str, Any]:
+    """Build the aggregate entry of a corpus score.
+
+    Args:
+        name: the score name, such as ``"bleu.corpus"``.
+        value: the corpus-level value; NaN or None when it could not be computed.
+
+    Returns:
+        The ``AggregateRangeScore`` dict plus ``method: "exact"``: count 1, nan_count 0,
+        sum = mean = min = max = value, std_dev and variance 0, every percentile equal
+        to value and a single histogram bin ``[value, value]`` holding 1. For NaN:
+        count 0, nan_count 1, null statistics and percentiles, and no bins.
+
+    """
+    return ScoreAccumulator().add(value).result(name)

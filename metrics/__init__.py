@@ -1,1 +1,0 @@
-"""Metrics: one module per metric type, registered by name in ``metrics.base``."""

@@ -1,9 +1,0 @@
-"""Beam-free aggregation core: mergeable, bounded-memory score statistics that a thin CombineFn delegates to.
-
-* :mod:`stats.summary`: :class:`ScoreAccumulator` and ``add`` / ``merge`` / ``result``
-  for range scores (exact up to 100k distinct values, DDSketch beyond).
-* :mod:`stats.rubric`: the rubric form of an aggregate (label distribution and mode).
-* :mod:`stats.corpus`: :func:`corpus_result` for corpus-level scores.
-
-Nothing in this package imports apache_beam; results are plain JSON-ready dicts.
-"""

@@ -1,5 +1,0 @@
-"""A small, fast OpenAI-compatible stub server with fault injection, for tests and benchmarks."""
-
-from testserver.faults import FaultConfig, Rule
-
-__all__ = ["FaultConfig", "Rule"]
