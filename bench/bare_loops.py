@@ -2,7 +2,7 @@
 
 Usage: ``python bench/bare_loops.py BASE_URL DATASET.jsonl MODE`` prints
 ``{"rows", "ok", "matches", "elapsed_s"}`` as JSON. Kept apart from the benchmark so a
-baseline loads nothing but asyncio and httpx.
+baseline loads nothing but asyncio and its HTTP client.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ PARALLELISM = 64
 async def bare_loop(base_url: str, rows: list[dict[str, str]], parallelism: int, mode: str) -> dict[str, Any]:
     """``parallelism`` coroutines POST the rows' prompts.
 
-    ``mode``: ``httpx`` (one httpx.AsyncClient per coroutine: 4-5x faster than one shared
+    ``mode``: ``aiohttp`` (one shared ``ClientSession`` with a 64-connection
+    ``TCPConnector``: what the evaluator's transport is built on, without the evaluator),
+    ``httpx`` (one httpx.AsyncClient per coroutine: 4-5x faster than one shared
     client, whose pool bookkeeping grows with its size) or ``raw`` (one asyncio stream per
     coroutine, the request written by hand, the reply read by its Content-Length: about
     as little work as a Python client can do).
@@ -58,9 +60,24 @@ async def bare_loop(base_url: str, rows: list[dict[str, str]], parallelism: int,
         await asyncio.gather(*(raw_worker() for _ in range(parallelism)))
         return {"rows": len(rows), "elapsed_s": time.perf_counter() - started, **tally}
 
-    import httpx
-
     url = f"{base_url}/chat/completions"
+    if mode == "aiohttp":
+        import aiohttp
+
+        async def aiohttp_worker(session: aiohttp.ClientSession) -> None:
+            for row in todo:
+                async with session.post(url, json=body(row)) as response:
+                    response.raise_for_status()
+                    tally_reply(row, await response.json())
+
+        connector = aiohttp.TCPConnector(limit=parallelism)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+            started = time.perf_counter()
+            await asyncio.gather(*(aiohttp_worker(session) for _ in range(parallelism)))
+            elapsed = time.perf_counter() - started
+        return {"rows": len(rows), "elapsed_s": elapsed, **tally}
+
+    import httpx
 
     async def worker(client: httpx.AsyncClient) -> None:
         for row in todo:

@@ -20,22 +20,22 @@ def test_inference_bench_smoke(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     assert report["smoke"] is True and report["reference_sdk"] is None
     runs = report["runs"]
-    assert set(runs) == {"scenario_1", "scenario_2", "scenario_3", "scenario_4"}
+    assert set(runs) == {"scenario_1_20ms", "scenario_2", "scenario_3", "scenario_4"}
 
-    s1 = runs["scenario_1"]
-    for run in (s1["ours_1p"], s1["ours_2p"], s1["bare_httpx"], s1["bare_raw"]):
+    s1 = runs["scenario_1_20ms"]
+    for run in (s1["ours_1p"], s1["ours_2p"], s1["bare_aiohttp"], s1["bare_httpx"], s1["bare_raw"]):
         assert run["ok"] == run["rows"] > 0 and min(_rates(run)) > 0
     assert s1["ours_2p"]["processes"] == 2 and s1["ours_2p"]["rows"] == 2 * s1["ours_1p"]["rows"]
 
     s2 = runs["scenario_2"]
-    for key in ("ours_1p", "bare_httpx", "bare_raw"):
+    for key in ("ours_1p", "bare_aiohttp", "bare_httpx", "bare_raw"):
         assert s2[key]["ok"] == s2[key]["rows"] > 0 and min(_rates(s2[key])) > 0
 
-    s3 = runs["scenario_3"]["best"]
+    s3 = runs["scenario_3"]["slowest"]
     assert s3["rows"] > 0 and min(_rates(s3)) > 0 and 0 < s3["success_rate"] <= 1
     assert s3["server"]["peak_in_flight"] <= 16  # the capacity the server enforces
 
-    for side in ("ours", "bare-httpx", "bare-raw"):
+    for side in ("ours", "bare-aiohttp", "bare-httpx", "bare-raw"):
         big = runs["scenario_4"][side]["big"]
         assert min(_rates(big)) > 0 and runs["scenario_4"][side]["cpu_ms_per_row"] > 0
 
