@@ -23,7 +23,13 @@ setup(
         "nltk>=3.8",
         "jsonpath-ng>=1.6",
         "jsonschema>=4",
+        "scipy>=1.10",  # distribution quantiles for the confidence intervals (beameval/stats/intervals.py)
+        # and the paired tests of run comparisons (beameval/compare/: t, exact binomial)
+        "tqdm>=4.66,<5",  # the run's progress bar on a terminal
     ],
+    # Not "build/": a folder of that name in the project root shadows PyPA's `build`, which Beam
+    # runs (python -m build) to stage the project for Dataflow with --setup_file.
+    options={"build": {"build_base": ".setuptools-build"}},
     extras_require={
         "test": TEST,
         "dev": TEST,

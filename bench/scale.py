@@ -10,6 +10,7 @@ Usage::
     python bench/scale.py                          # 10^4, 10^5, 10^6 rows
     python bench/scale.py --sizes 10000,100000
     python bench/scale.py --smoke                  # tiny sizes, for CI (< 30 s)
+    python bench/scale.py --sizes '' --statistics 1000000  # group_by + cluster_by vs none, same data
     python bench/scale.py --online --sizes 20000   # also: rows/s against the local test server
                                                    # with 1 and 2 worker processes
 
@@ -89,11 +90,56 @@ def dataset(cache: Path, n: int) -> Path:
     return path
 
 
-def offline_config(path: Path) -> dict[str, Any]:
-    return {
+def offline_config(path: Path, statistics: dict[str, Any] | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {
         "dataset": {"path": str(path)},
         "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}],
     }
+    if statistics:
+        config["statistics"] = statistics
+    return config
+
+
+#: The statistics case: group_by a 1,000-value field and cluster_by a 100,000-value field.
+STATISTICS = {"group_by": ["topic"], "cluster_by": "passage"}
+
+
+def statistics_dataset(cache: Path, n: int) -> Path:
+    """``dataset(n)`` plus ``topic`` (1,000 values) and ``passage`` (100,000 values, 10 rows each at 10^6)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = cache / f"qa-grouped-{n}.parquet"
+    if not path.exists():
+        columns = qa_rows(n)
+        rng = random.Random(11)
+        columns["topic"] = [f"t{rng.randrange(1000):03d}" for _ in range(n)]
+        columns["passage"] = [f"p{i * 100_000 // max(n, 1):05d}" for i in range(n)]
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        pq.write_table(pa.table(columns), partial, row_group_size=ROW_GROUP_SIZE)
+        partial.rename(path)
+    return path
+
+
+def run_statistics(n: int, cache: Path, work: Path, progress: str) -> list[dict[str, Any]]:
+    """The same grouped dataset without and with group_by + cluster_by: peak RSS and the wall-time ratio."""
+    path = statistics_dataset(cache, n)
+    results = []
+    for label, statistics in (("offline, no statistics", None), ("offline, group_by + cluster_by", STATISTICS)):
+        extra = [f"--progress_interval={progress}"]
+        measured = run_once(offline_config(path, statistics), work, f"statistics-{len(results)}", extra)
+        measured.update(mode=label, size=n, workers=1)
+        results.append(measured)
+        print(
+            f"{label:<32} {n:>9,} rows: {measured['wall_s']:.1f} s, {measured['peak_rss_tree_mib']:,.0f} MiB",
+            file=sys.stderr,
+        )
+        shutil.rmtree(work / f"out-statistics-{len(results) - 1}", ignore_errors=True)
+    ratio = results[1]["wall_s"] / results[0]["wall_s"]
+    results[1]["wall_ratio"] = round(ratio, 2)
+    print(f"group_by + cluster_by wall-time ratio: {ratio:.2f} (target <= 2)", file=sys.stderr)
+    return results
 
 
 def online_config(path: Path, base_url: str, parallelism: int) -> dict[str, Any]:
@@ -252,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=64, help="params.parallelism for --online")
     parser.add_argument("--progress-interval", default="10", help="--progress_interval of the runs (0: none)")
     parser.add_argument(
+        "--statistics",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="also run ROWS rows with and without group_by (1,000 values) + cluster_by (100,000 values)",
+    )
+    parser.add_argument(
         "--runners",
         type=int,
         default=0,
@@ -286,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             results += run_online(online_sizes, args.cache, work, args.parallelism, args.progress_interval)
         if args.runners:
             results += run_runners(args.runners, args.cache, work)
+        if args.statistics:
+            results += run_statistics(args.statistics, args.cache, work, args.progress_interval)
 
     report = {
         "benchmark": "scale",

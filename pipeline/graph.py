@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import apache_beam as beam
+from collections.abc import Sequence
 
-from beameval.config import EvalConfig
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from beameval.cache.journal import JOURNAL_DIR
+from beameval.config.schema import EvalConfig
 from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
+from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
-from transforms.generate import GenerateSamples, passthrough_offline
+from transforms.cache import LookupMetricResponses, LookupResponses, ReadResponses
+from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
@@ -25,6 +31,8 @@ def build_graph(
     output: str,
     limit: int | None,
     run_id: str,
+    stored_shards: Sequence[str] | None = None,
+    stage: str | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -35,24 +43,43 @@ def build_graph(
         output: the output directory.
         limit: evaluate only rows with ``row_index < limit``.
         run_id: unique per run; lets workers stop a failing strict run early.
+        stored_shards: response-store and journal shards to answer requests from
+            (``--resume``, ``cache:``); None sends every request.
+        stage: where rows/, errors/ and the summaries are written until the run publishes
+            them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
     """
-    scorer = RowScorer(config.metrics)
+    written = stage or output
+    scorer = RowScorer(config.metrics, config.dataset.id_field)
     read = ReadRows(paths, config.dataset.format, limit)
     rows = pipeline | "ReadRows" >> read
+    repeats = config.params.repeats
+    # params.repeats: each row becomes K samples (sample_index 0..K-1) before anything is sent or looked up.
+    samples = rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
+    journal = FileSystems.join(output, JOURNAL_DIR)  # every successful response is recorded as it arrives
+    stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     if config.target is not None:
-        # Spread rows over every worker before the slow stage: one file is read by one
-        # worker, but each worker process has its own `parallelism` requests in flight.
-        generated = (
-            rows | "SpreadRows" >> beam.Reshuffle() | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id))
-        )
+        # Spread rows over every worker before the slow stage: one file is read by one worker, but
+        # each worker process has its own `parallelism` requests in flight. The store's join spreads
+        # them too; the rows it answered pass through GenerateSamples unsent.
+        if stored is None:
+            to_send = samples | "SpreadRows" >> beam.Reshuffle()
+        else:
+            to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
+        generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
     else:
-        generated = rows | "NoTarget" >> beam.Map(passthrough_offline)
+        generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     if needs_metric_calls(config.metrics):
-        generated = generated | "CallMetricEndpoints" >> beam.ParDo(CallMetricEndpoints(config.metrics))
-    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics)).with_outputs(ERRORS, main="rows")
-    _ = scored.rows | "WriteRows" >> WriteRows(output, scorer.score_names, scorer.label_names)
-    _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(output)
-    _ = scored.rows | "SummarizeRun" >> SummarizeRun() | "WriteSummary" >> WriteSummary(output)
-    interval, workers, local = progress_settings(pipeline.options)
+        if stored is not None:
+            generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)
+        generated = generated | "CallMetricEndpoints" >> beam.ParDo(CallMetricEndpoints(config.metrics, journal))
+    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field)).with_outputs(
+        ERRORS, main="rows"
+    )
+    collect_provenance(rows, generated, written)  # results.json provenance: dataset fingerprint, models seen
+    _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)
+    _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(written)
+    summarize = SummarizeRun(scorer.score_names, config.statistics, repeats)
+    _ = scored.rows | "SummarizeRun" >> summarize | "WriteSummary" >> WriteSummary(written)
+    interval, _, local = progress_settings(pipeline.options)
     if interval > 0:
-        _ = scored.rows | "Progress" >> ProgressLines(run_id, interval, workers, read.splits if local else None, limit)
+        _ = scored.rows | "Progress" >> ProgressLines(run_id, interval, read.splits if local else None, limit)

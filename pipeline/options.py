@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -24,11 +25,36 @@ class EvalOptions(PipelineOptions):
             help="replace outputs already in --output",
         )
         parser.add_argument(
+            "--resume",
+            action="store_true",
+            default=False,
+            help="continue an interrupted (or completed) run in --output: recorded responses are not sent again",
+        )
+        parser.add_argument("--cache", default=None, help="response store shared by runs (directory or URL)")
+        parser.add_argument(
+            "--history",
+            default=None,
+            help="run history (directory or URL): a completed run appends its record to HISTORY/runs.jsonl",
+        )
+        parser.add_argument(
+            "--no_cache",
+            action="store_true",
+            default=False,
+            help="use no response store, whatever the config says",
+        )
+        parser.add_argument(
             "--skip_preflight",
             action="store_true",
             default=False,
             help="do not check the dataset, templates and endpoint before starting",
         )
+        parser.add_argument(
+            "--print_config_schema",
+            action="store_true",
+            default=False,
+            help="print the config file's JSON Schema (for editors) and exit; with --markdown, docs/CONFIG.md",
+        )
+        parser.add_argument("--markdown", action="store_true", default=False, help=argparse.SUPPRESS)
         parser.add_argument(
             "--debug",
             action="store_true",

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 from apache_beam.io.filesystems import FileSystems
 
-from beameval.config import EvalConfig
 from beameval.config.access import EndpointAccess
-from beameval.core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError
+from beameval.config.schema import EvalConfig
+from beameval.core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError, TemplateError
 from beameval.core.formats import (
     detect_format,
     iter_records,
@@ -26,6 +26,7 @@ from beameval.core.formats import (
 )
 from beameval.core.records import EndpointReply, GeneratedRow
 from beameval.core.scoring import RowScorer
+from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
 from beameval.inference.classify import Failure, safe_url
 from beameval.inference.probe import probe
@@ -33,7 +34,10 @@ from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
 
-__all__ = ["preflight"]
+__all__ = ["FIRST_ROWS", "preflight"]
+
+#: Rows the preflight reads: a template field that none of them has is a typo, not an optional field.
+FIRST_ROWS = 20
 
 
 def preflight(config: EvalConfig, paths: list[str]) -> None:
@@ -45,8 +49,20 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
         EndpointError: an endpoint cannot be reached or refuses the credentials.
         ConfigError: an endpoint's key variable is not set.
     """
-    first = _first_row(paths[0], config.dataset.format)
+    rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
+    first = rows[0] if rows else None
     scorer = RowScorer(config.metrics)  # compiles every metric template
+    if rows:
+        # A field that none of the first rows has is a typo in both modes: every row would fail.
+        uses = item_fields(config.model_dump(mode="json", exclude={"dataset"}))
+        missing = missing_fields(uses, rows)
+        if missing:
+            raise TemplateError(
+                f"preflight: a template reads a field the dataset {paths[0]} does not have: "
+                + "; ".join(missing)
+                + ".",
+                hint="Fix the template or the dataset; nothing was sent.",
+            )
     if first is not None:
         try:
             _render_first_row(config, scorer, first)
@@ -57,22 +73,26 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
     _check_endpoints(config, scorer)
 
 
-def _first_row(path: str, configured_format: str) -> dict[str, Any] | None:
+def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:
+    """Up to ``count`` readable rows from the start of ``path`` (unreadable records are skipped here)."""
     fmt = detect_format(path, configured_format)
     try:
         with FileSystems.open(path) as stream:
             if fmt == "parquet":
                 if not parquet_row_group_sizes(stream):
-                    return None
-                rows = read_parquet_row_group(stream, 0)
-                return rows[0] if rows else None
+                    return []
+                return read_parquet_row_group(stream, 0)[:count]
+            rows = []
             for item, _raw, _error in iter_records(stream, path, fmt):
-                return item
+                if item is not None:
+                    rows.append(item)
+                if len(rows) >= count:
+                    break
+            return rows
     except DatasetError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow and file systems raise many types
         raise DatasetError(f"cannot read dataset file {path!r}: {type(exc).__name__}: {exc}") from None
-    return None
 
 
 def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any]) -> None:

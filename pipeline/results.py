@@ -9,6 +9,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from beameval.core.redaction import redact_urls
 from beameval.core.scoring import RowScorer
 from beameval.stats.corpus import corpus_result
 from beameval.stats.rubric import rubric_result
@@ -26,7 +27,38 @@ def build_results(
     config_dump: dict[str, Any],
     run_info: dict[str, Any],
 ) -> dict[str, Any]:
-    """The contract's results document: status, counts, aggregate scores, usage, config."""
+    """The contract's results document: status, counts, aggregate scores, groups, usage, config."""
+    level = config_dump.get("statistics", {}).get("confidence_level", 0.95)
+    repeats = config_dump.get("params", {}).get("repeats", 1)
+    groups = [
+        {
+            "by": group["by"],
+            "value": group["value"],
+            "counts": _counts(group["counts"], repeats),
+            "scores": _scores(group, scorer, level),
+        }
+        for group in summary.get("groups", [])
+    ]
+    return {
+        "status": "completed",
+        "counts": _counts(summary["counts"], repeats),
+        "aggregate_scores": {"scores": _scores(summary, scorer, level)},
+        **({"groups": groups} if config_dump.get("statistics", {}).get("group_by") else {}),
+        "usage": summary["usage"],
+        "run": run_info,
+        "config": redact_urls(config_dump),  # defence in depth: the config refuses URLs with credentials
+    }
+
+
+def _counts(counts: dict[str, int], repeats: int) -> dict[str, int]:
+    """rows, ok and errors, and with repeats samples: the summary counts samples, K per row."""
+    if repeats == 1:
+        return counts
+    return {**counts, "rows": counts["rows"] // repeats, "samples": counts["rows"]}
+
+
+def _scores(summary: dict[str, Any], scorer: RowScorer, level: float) -> list[dict[str, Any]]:
+    """The aggregate scores of the run or of one group: per-row scores (rubric-shaped where so), then corpus ones."""
     rubrics = {
         f"{key}.{name}": levels
         for key, metric in scorer.metrics
@@ -35,7 +67,7 @@ def build_results(
     scores = []
     for name in scorer.score_names:
         # An empty dataset still reports every score, with null statistics.
-        result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name)
+        result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name, level)
         if name in rubrics:
             result = rubric_result(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
         scores.append(result)
@@ -45,15 +77,8 @@ def build_results(
             continue
         totals = summary["corpus"].get(key)
         values = metric.corpus_score(totals) if totals else {}
-        scores.extend(corpus_result(f"{key}.{name}", values.get(name, float("nan"))) for name in names)
-    return {
-        "status": "completed",
-        "counts": summary["counts"],
-        "aggregate_scores": {"scores": scores},
-        "usage": summary["usage"],
-        "run": run_info,
-        "config": config_dump,
-    }
+        scores.extend(corpus_result(f"{key}.{name}", values.get(name, float("nan")), level) for name in names)
+    return scores
 
 
 def read_json(path: str) -> Any:

@@ -6,7 +6,9 @@ code; ``--debug`` shows the traceback as well.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -15,20 +17,31 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
-from beameval.config import EvalConfig
+from beameval.cache.journal import JournalWriter
+from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
+from pipeline.cache import lookup_shards, publish_run, run_store_use
+from pipeline.cli import check_flags, help_text
 from pipeline.config import load_config
+from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.graph import build_graph
-from pipeline.options import EvalOptions
-from pipeline.output_dir import prepare_output
+from pipeline.history import append_run
+from pipeline.interrupt import EXIT_INTERRUPTED, interruptible
+from pipeline.local_runner import choose_runner
+from pipeline.options import EvalOptions, progress_settings
+from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
+from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.report import format_summary_table, unwrap_pipeline_error
+from pipeline.provenance import build_provenance
+from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from pipeline.summary import format_summary_table, unwrap_pipeline_error
 from transforms import NAMESPACE
+from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 
@@ -49,6 +62,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     Raises:
         EvaluatorError: anything a user can fix (config, data, endpoint, output, failed rows).
     """
+    check_flags(argv)
     options = PipelineOptions(argv)
     flags = options.view_as(EvalOptions)
     if not flags.config or not flags.output:
@@ -56,6 +70,8 @@ def run(argv: list[str]) -> dict[str, Any]:
             "both --config and --output are required: "
             "python -m pipeline.run --config EVAL.yaml --output OUT_DIR [--limit N] [Beam options]."
         )
+    run_id = uuid.uuid4().hex  # one id for the workers and for provenance
+    flags.output = resolve_output(flags.output, run_id, time.time())  # {run_date}, {run_id}: fixed once, here
     config = load_config(flags.config)
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
@@ -65,31 +81,53 @@ def run(argv: list[str]) -> dict[str, Any]:
         preflight(config, paths)
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     if not dry_run:
-        prepare_output(flags.output, flags.overwrite)
+        prepare_output(flags.output, flags.overwrite, resume=flags.resume)
+    store = run_store_use(config, flags)
+    shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume)
 
     started = time.time()
-    runner = None if options.view_as(StandardOptions).runner else _local_runner()
+    runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
-    build_graph(pipeline, config, paths, flags.output, limit, run_id=uuid.uuid4().hex)
+    stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
+    build_graph(pipeline, config, paths, flags.output, limit, run_id=run_id, stored_shards=shards, stage=stage)
+    interval, _, local = progress_settings(options)
     try:
-        result = pipeline.run()
-        result.wait_until_finish()
+        with watch_progress(run_id, interval if local else 0.0):  # one bar or line for the run (issue 16)
+            result = pipeline.run()
+            result.wait_until_finish()
     finally:
         # Workers that ran in this process leave their engines behind; close them so the next run
         # here (tests, notebooks) starts with fresh connections and a full concurrency limit.
         InferenceEngine.close_all()
+        JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
     run_info = {
-        "runner": options.view_as(StandardOptions).runner or "FnApiRunner",
+        **_runner_info(options),
         **_metrics(result),
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
+    publish_outputs(flags.output, stage, run_id)
+    publish_run(flags.output, store)  # paid-for responses go to the store even when strict mode fails the run
     summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
     results = build_results(summary, RowScorer(config.metrics), config.public_dump(), run_info)
+    results["provenance"] = build_provenance(  # CONTRACT.md "Provenance and run history"
+        config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
+    )
     _fail_if_strict(config, summary)
+    results["failures"] = failure_breakdown(flags.output)
+    judges = [key for key, metric in RowScorer(config.metrics).metrics if metric.config.type == "llm-judge"]
+    results["warnings"] = unparsed_judges(results, judges)
+    over = error_rate_exceeded(results, config.params.max_error_rate)
+    results["status"] = "completed" if over is None else "failed"
     write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
+    if flags.history:  # one line in HISTORY/runs.jsonl per completed run
+        append_run(flags.history, results, flags.output)
+    report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
+    if over is not None:
+        print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+        raise RunFailed(over, hint="Look at the most common failures above, or raise params.max_error_rate.")
     return results
 
 
@@ -112,11 +150,15 @@ def _value(metric: Any) -> Any:
     return metric.committed if metric.committed is not None else metric.attempted
 
 
-def _local_runner() -> beam.runners.PipelineRunner:
-    """The FnApiRunner: Beam's local engine, which never tries to download Prism."""
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    return FnApiRunner()
+def _runner_info(options: PipelineOptions) -> dict[str, Any]:
+    """Which runner ran, and for the local one its mode and worker processes (not just "FnApiRunner")."""
+    runner = options.view_as(StandardOptions).runner
+    if choose_runner(options) is None:
+        return {"runner": runner}
+    direct = options.view_as(DirectOptions)
+    mode = direct.direct_running_mode or "in_memory"
+    workers = (direct.direct_num_workers or os.cpu_count() or 1) if mode != "in_memory" else 1
+    return {"runner": "FnApiRunner", "running_mode": mode, "workers": workers}
 
 
 def _fail_if_strict(config: EvalConfig, summary: dict[str, Any]) -> None:
@@ -139,43 +181,68 @@ def _fail_if_strict(config: EvalConfig, summary: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        print(help_text())
+        return 0
+    if "--print_config_schema" in argv:
+        from beameval.config.reference import config_markdown, config_schema
+
+        sys.stdout.write(config_markdown() if "--markdown" in argv else json.dumps(config_schema(), indent=2) + "\n")
+        return 0
     debug = "--debug" in argv
     logging.basicConfig(level=logging.INFO if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not debug:
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
-    try:
-        results = run(argv)
-    except RunFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except EvaluatorError as exc:
-        _traceback_if(debug)
-        print(f"error: {unwrap_pipeline_error(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: no raw tracebacks
-        _traceback_if(debug)
-        known = unwrap_pipeline_error(exc)
-        if known is not None:
-            print(f"error: {known}", file=sys.stderr)
-            return EXIT_FAILED
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        print(
-            f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {first_line}. "
-            "Rerun with --debug for the full traceback and report it if the cause is not in your config or data.",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL
+    with interruptible(quiet=not debug) as interrupt:
+        try:
+            results = run(argv)
+        except (Exception, KeyboardInterrupt) as exc:
+            if interrupt.signal_name is None and isinstance(exc, Exception):
+                return _report_failure(exc, debug)
+            _traceback_if(debug, exc)
+            how = "Ctrl-C" if interrupt.signal_name in (None, "SIGINT") else interrupt.signal_name
+            print(
+                f"interrupted: the evaluation was stopped ({how}) before it completed; results.json was not written. "
+                "Run the same command with --resume to continue: responses already received are kept in "
+                "OUT_DIR/_responses/ and are not sent again.",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
     if results["status"] == "dry_run":
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
-    print(format_summary_table(results))
+    for warning in results.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
     return 0
 
 
-def _traceback_if(debug: bool) -> None:
-    """With --debug, print the traceback of the exception being handled (the message follows it)."""
+def _report_failure(exc: Exception, debug: bool) -> int:
+    """One paragraph on stderr for a failed run, and its exit code."""
+    if isinstance(exc, RunFailed):
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    _traceback_if(debug, exc)
+    if isinstance(exc, EvaluatorError):
+        print(f"error: {unwrap_pipeline_error(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    known = unwrap_pipeline_error(exc)  # a user error Beam wrapped on its way out of a worker
+    if known is not None:
+        print(f"error: {known}", file=sys.stderr)
+        return EXIT_FAILED
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    print(
+        f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {first_line}. "
+        "Rerun with --debug for the full traceback and report it if the cause is not in your config or data.",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
+
+
+def _traceback_if(debug: bool, exc: BaseException) -> None:
+    """With --debug, print the traceback of ``exc`` (the message follows it)."""
     if debug:
-        traceback.print_exc(file=sys.stderr)
+        traceback.print_exception(exc, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,73 @@
-"""SummarizeRun: fold every scored row into one RunSummary with a thin CombineFn."""
+"""SummarizeRun: fold every scored row into the run summary, its groups, repeat and cluster statistics.
+
+Each statistic is a thin CombineFn over a pure accumulator of ``beameval.stats``:
+
+* ``Combine``: the whole run's RunSummary (counts, per-score statistics, usage);
+* ``GroupSummaries``: the same RunSummary per ``group_by`` value (a keyed combine);
+* ``RowSamples`` then ``RepeatScopes`` (``params.repeats`` > 1): a keyed combine by
+  ``row_index`` gives each row's per-score means, then a keyed combine by scope folds them;
+* ``ClusterSums`` then ``ClusterScopes`` (``cluster_by``): a keyed combine by (scope,
+  cluster value) gives (n_c, Σx) per score, then a keyed combine by scope folds the
+  cluster sums. Neither stage holds the rows: only one accumulator per cluster.
+
+``Finish`` joins them into one JSON-ready summary (side inputs of a few entries per
+scope), so the pipeline still writes a single ``_summary.json``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import apache_beam as beam
 
+from beameval.config.statistics import StatisticsConfig, field_path
 from beameval.core.records import ScoredRow
 from beameval.core.summary import RunSummary
+from beameval.stats.breakdown import row_keys
+from beameval.stats.clusters import ClusterAccumulator, ClusterSums, ClusterTotals
+from beameval.stats.repeats import RepeatAccumulator, RowSamples, RowUnit
+from beameval.stats.uncertainty import finish_summary
 
 __all__ = ["SummarizeRun"]
+
+_UNITS = "units"
+_CLUSTERS = "clusters"
+Keys = tuple[tuple[str, ...], "str | None"]  # (scopes, cluster key) of a row
+
+
+class _Mergeable(Protocol):
+    def merge_from(self, other: Any) -> Any: ...
+
+
+M = TypeVar("M", bound=_Mergeable)
+
+
+def _merged(accumulators: Iterable[M]) -> M:
+    """Fold ``accumulators`` into the first (Beam hands over accumulators it no longer needs)."""
+    iterator = iter(accumulators)
+    first = next(iterator)
+    for other in iterator:
+        first.merge_from(other)
+    return first
+
+
+def _merged_columns(accumulators: Iterable[list[M]]) -> list[M]:
+    """``_merged`` for one accumulator per score column."""
+    iterator = iter(accumulators)
+    first = next(iterator)
+    for other in iterator:
+        for mine, theirs in zip(first, other, strict=True):
+            mine.merge_from(theirs)
+    return first
 
 
 class _RunSummaryFn(beam.CombineFn):
     """Delegates to RunSummary's pure add/merge; accumulators stay small."""
+
+    def __init__(self, confidence_level: float = 0.95) -> None:
+        self._level = confidence_level
 
     def create_accumulator(self) -> RunSummary:
         return RunSummary()
@@ -27,11 +80,188 @@ class _RunSummaryFn(beam.CombineFn):
         return RunSummary.merge(accumulators)
 
     def extract_output(self, accumulator: RunSummary) -> dict[str, Any]:
-        return accumulator.to_dict()
+        summary = accumulator.to_dict()
+        if self._level != 0.95:  # to_dict reports the default level; recompute at the configured one
+            summary["scores"] = {name: acc.result(name, self._level) for name, acc in accumulator.scores.items()}
+        return summary
+
+
+class _ClusterSumsFn(beam.CombineFn):
+    """Stage one of the clustered error: (n_c, Σx) per score of one (scope, cluster)."""
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+
+    def create_accumulator(self) -> ClusterSums:
+        return ClusterSums(self._width)
+
+    def add_input(self, accumulator: ClusterSums, values: tuple[float, ...]) -> ClusterSums:
+        return accumulator.add(values)
+
+    def merge_accumulators(self, accumulators: Iterable[ClusterSums]) -> ClusterSums:
+        return _merged(accumulators)
+
+    def extract_output(self, accumulator: ClusterSums) -> ClusterSums:
+        return accumulator
+
+
+class _ClusterScopeFn(beam.CombineFn):
+    """Stage two: every cluster's sums of one scope, folded per score for the CR1 formula."""
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+
+    def create_accumulator(self) -> list[ClusterAccumulator]:
+        return [ClusterAccumulator() for _ in range(self._width)]
+
+    def add_input(self, accumulator: list[ClusterAccumulator], sums: ClusterSums) -> list[ClusterAccumulator]:
+        for index, (acc, count, infinite) in enumerate(zip(accumulator, sums.counts, sums.infinite, strict=True)):
+            acc.add(count, sums.total(index), infinite)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list[ClusterAccumulator]]) -> list[ClusterAccumulator]:
+        return _merged_columns(accumulators)
+
+    def extract_output(self, accumulator: list[ClusterAccumulator]) -> list[ClusterTotals | None]:
+        return [acc.totals() for acc in accumulator]
+
+
+class _RowSamplesFn(beam.CombineFn):
+    """Repeats, stage one: the K samples of one row -> its RowUnit (per-score means, correct counts)."""
+
+    def create_accumulator(self) -> RowSamples:
+        return RowSamples()
+
+    def add_input(self, accumulator: RowSamples, sample: tuple[Keys, tuple[float, ...]]) -> RowSamples:
+        return accumulator.add(*sample)
+
+    def merge_accumulators(self, accumulators: Iterable[RowSamples]) -> RowSamples:
+        return _merged(accumulators)
+
+    def extract_output(self, accumulator: RowSamples) -> RowUnit:
+        return accumulator.unit()
+
+
+class _RepeatScopeFn(beam.CombineFn):
+    """Repeats, stage two: the RowUnits of one scope, folded per score."""
+
+    def __init__(self, width: int, repeats: int) -> None:
+        self._width = width
+        self._repeats = repeats
+
+    def create_accumulator(self) -> list[RepeatAccumulator]:
+        return [RepeatAccumulator(self._repeats) for _ in range(self._width)]
+
+    def add_input(self, accumulator: list[RepeatAccumulator], unit: RowUnit) -> list[RepeatAccumulator]:
+        for acc, score in zip(accumulator, unit.scores, strict=True):
+            acc.add(score)
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list[RepeatAccumulator]]) -> list[RepeatAccumulator]:
+        return _merged_columns(accumulators)
+
+    def extract_output(self, accumulator: list[RepeatAccumulator]) -> list[RepeatAccumulator]:
+        return accumulator
+
+
+class _StatisticsKeys(beam.DoFn):
+    """Name each row's scopes and cluster once, and feed the group, repeat and cluster stages."""
+
+    def __init__(self, names: list[str], statistics: StatisticsConfig, repeats: int) -> None:
+        self._names = names
+        self._groups = [field_path(path) for path in statistics.group_by]
+        self._cluster = None if statistics.cluster_by is None else field_path(statistics.cluster_by)
+        self._repeats = repeats
+
+    def process(self, row: ScoredRow) -> Iterator[Any]:
+        scopes, cluster = row_keys(row.item_json, self._groups, self._cluster)
+        for scope in scopes[1:]:
+            yield (scope, row)
+        if self._repeats == 1 and cluster is None:
+            return
+        values = tuple(row.scores.get(name, math.nan) for name in self._names)
+        if self._repeats > 1:
+            yield beam.pvalue.TaggedOutput(_UNITS, (row.row_index, ((scopes, cluster), values)))
+        else:
+            for scope in scopes:
+                yield beam.pvalue.TaggedOutput(_CLUSTERS, ((scope, cluster), values))
+
+
+def _unit_clusters(unit: RowUnit) -> Iterator[tuple[tuple[str, str], tuple[float, ...]]]:
+    """A row's per-row means, keyed by (scope, cluster) for the cluster stage."""
+    scopes, cluster = unit.keys
+    means = tuple(score.mean for score in unit.scores)
+    for scope in scopes:
+        yield (scope, cluster), means
+
+
+def _unit_scopes(unit: RowUnit) -> Iterator[tuple[str, RowUnit]]:
+    scopes, _ = unit.keys
+    for scope in scopes:
+        yield scope, unit
+
+
+def _finish(overall: dict[str, Any], groups: list[Any], repeats: Any, clusters: Any, **settings: Any) -> dict[str, Any]:
+    return finish_summary(
+        overall,
+        groups,
+        repeats=None if repeats is None else dict(repeats),
+        clusters=None if clusters is None else dict(clusters),
+        **settings,
+    )
 
 
 class SummarizeRun(beam.PTransform):
-    """ScoredRow -> a single JSON-ready summary dict (an empty run gives zero counts)."""
+    """ScoredRow -> a single JSON-ready summary dict (an empty run gives zero counts).
+
+    Args:
+        names: the per-row score names, in order.
+        statistics: the ``statistics:`` section.
+        repeats: ``params.repeats``.
+
+    """
+
+    def __init__(
+        self, names: list[str] | None = None, statistics: StatisticsConfig | None = None, repeats: int = 1
+    ) -> None:
+        super().__init__()
+        self._names = list(names or [])
+        self._statistics = statistics or StatisticsConfig()
+        self._repeats = repeats
 
     def expand(self, rows: beam.PCollection[ScoredRow]) -> beam.PCollection[dict[str, Any]]:
-        return rows | "Combine" >> beam.CombineGlobally(_RunSummaryFn())
+        stats, width, repeats = self._statistics, len(self._names), self._repeats
+        level = stats.confidence_level
+        overall = rows | "Combine" >> beam.CombineGlobally(_RunSummaryFn(level))
+        if not stats.group_by and stats.cluster_by is None and repeats == 1:
+            return overall | "Finish" >> beam.Map(finish_summary, [], [], self._names, level)
+        keyed = rows | "StatisticsKeys" >> beam.ParDo(_StatisticsKeys(self._names, stats, repeats)).with_outputs(
+            _UNITS, _CLUSTERS, main="groups"
+        )
+        groups = keyed.groups | "GroupSummaries" >> beam.CombinePerKey(_RunSummaryFn(level))
+        repeat_scopes = cluster_scopes = None
+        cluster_input = keyed[_CLUSTERS]
+        if repeats > 1:
+            units = keyed[_UNITS] | "RowSamples" >> beam.CombinePerKey(_RowSamplesFn()) | "Units" >> beam.Values()
+            repeat_scopes = (
+                units
+                | "UnitScopes" >> beam.FlatMap(_unit_scopes)
+                | "RepeatScopes" >> beam.CombinePerKey(_RepeatScopeFn(width, repeats))
+            )
+            cluster_input = units | "UnitClusters" >> beam.FlatMap(_unit_clusters)
+        if stats.cluster_by is not None:
+            cluster_scopes = (
+                cluster_input
+                | "ClusterSums" >> beam.CombinePerKey(_ClusterSumsFn(width))
+                | "ByScope" >> beam.Map(lambda keyed_sums: (keyed_sums[0][0], keyed_sums[1]))
+                | "ClusterScopes" >> beam.CombinePerKey(_ClusterScopeFn(width))
+            )
+        return overall | "Finish" >> beam.Map(
+            _finish,
+            beam.pvalue.AsList(groups),
+            None if repeat_scopes is None else beam.pvalue.AsList(repeat_scopes),
+            None if cluster_scopes is None else beam.pvalue.AsList(cluster_scopes),
+            group_by=list(stats.group_by),
+            names=self._names,
+            level=level,
+        )

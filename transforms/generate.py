@@ -13,6 +13,8 @@ endpoint costs a few requests rather than the whole dataset.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,16 +22,23 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beameval.config import EvalConfig
+from beameval.cache.key import prepared_key
+from beameval.cache.recording import RecordingHandler
+from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
+from beameval.core.redaction import Redactor
+from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.templates import Template
 from beameval.inference.engine import InferenceEngine, Outcome
-from beameval.inference.targets import make_handler
+from beameval.inference.prepared import PreparedRequest
+from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
+from transforms.cache import journal_for
+from transforms.guard import guarded, unexpected_failure
 
-__all__ = ["GenerateSamples", "passthrough_offline"]
+__all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
 
 _NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
 #: Runs (by id) whose strict-mode failure has been seen in this worker process.
@@ -38,24 +47,41 @@ _STOPPING: set[str] = set()
 
 def passthrough_offline(row: InputRow) -> GeneratedRow:
     """Offline runs have no target: the sample is empty and metrics read the row itself."""
-    return GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure)
+    return GeneratedRow(
+        row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index, notes=row.notes
+    )
+
+
+def repeat_row(row: InputRow, repeats: int) -> Iterator[InputRow]:
+    """``params.repeats``: the row once per sample, ``sample_index`` 0..repeats-1 (failed rows too: counts add up)."""
+    for index in range(repeats):
+        yield dataclasses.replace(row, sample_index=index)
 
 
 class GenerateSamples(beam.DoFn):
     """Render the prompt, call the target, and emit a GeneratedRow per input row."""
 
-    def __init__(self, config: EvalConfig, run_id: str) -> None:
+    def __init__(self, config: EvalConfig, run_id: str, journal_dir: str | None = None) -> None:
         self._config = config
         self._run_id = run_id
+        self._journal_dir = journal_dir  # OUT_DIR/_responses: every success is recorded there
 
     def setup(self) -> None:
         config = self._config
         assert config.target is not None, "GenerateSamples needs a target"
         self._handler = make_handler(config.target, config.params, config.target.api_key())
         self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
+        # The key and every default-header value are masked in what the rows carry (a gateway may echo them).
+        self._redactor = Redactor(config.target.endpoint.secret_values())
+        self._journal = journal_for(self._journal_dir) if self._journal_dir else None
+        # Responses are keyed by the request as first built: a handler that learns to rename
+        # max_tokens (ModelHandler.revise) must not change the keys, so a never-sending twin builds them.
+        model = config.target.model
+        self._key_handler = make_handler(config.target, config.params, None) if model is not None else self._handler
+        self._model_name = model.name if model is not None else None
         params = config.params
         self._engine = InferenceEngine.shared(
-            self._handler, params.parallelism, params.max_retries, params.request_timeout
+            self._handler, params.parallelism, params.max_retries, params.request_timeout, params.max_retry_wait
         )
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
@@ -74,31 +100,58 @@ class GenerateSamples(beam.DoFn):
     def start_bundle(self) -> None:
         self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)
 
-    def process(self, row: InputRow) -> Iterator[GeneratedRow]:
+    def process(self, row: InputRow | GeneratedRow) -> Iterator[GeneratedRow]:
+        if isinstance(row, GeneratedRow):  # answered from the response store (transforms.cache)
+            yield row
+            return
         if row.failure is not None or row.item is None:
-            yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure)
+            yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
             return
         if self._run_id in _STOPPING:
             failure = RowFailure("sample_generation", [_NOT_SENT], not_sent=True)
-            yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure)
+            yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
             return
         try:
             rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
             prepared = self._handler.prepare(rendered, row.item)
+            if row.sample_index:  # the sample index is part of the response key (caches keep samples apart)
+                prepared = dataclasses.replace(prepared, sample_index=row.sample_index)
         except EvaluatorError as exc:
             yield self._failed_row(row, f"row {row.row_index}: {exc}")
             return
-        self._pending.add(self._engine.submit(prepared, self._handler, max_retries=self._max_retries), row)
+        except Exception as exc:  # noqa: BLE001 - a handler bug fails its row, not the bundle
+            yield self._failed_row(row, unexpected_failure("GenerateSamples", "sample_generation", row.row_index, exc))
+            return
+        handler = self._recording(rendered, row, prepared) if self._journal is not None else self._handler
+        self._pending.add(self._engine.submit(prepared, handler, max_retries=self._max_retries), row)
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for generated in self._drain(block=True, until_empty=True):
             yield in_global_window(generated)
+        if self._journal is not None:
+            self._journal.sync()  # every response of the bundle's rows is durable before they move on
+
+    def _recording(self, rendered: Any, row: InputRow, prepared: PreparedRequest) -> TargetHandler:
+        """The handler for one request that also records its success in the journal under its key."""
+        assert self._journal is not None
+        try:
+            pristine = prepared if self._key_handler is self._handler else self._key_handler.prepare(rendered, row.item)
+            key = prepared_key(pristine, row.sample_index)
+        except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
+            return self._handler
+        return RecordingHandler(self._handler, self._journal, key, self._model_name)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""
         for row, outcome in self._pending.drain(block, until_empty):
-            yield self._generated_row(row, outcome)
+            yield guarded(
+                "GenerateSamples",
+                "sample_generation",
+                row.row_index,
+                functools.partial(self._generated_row, row, outcome),
+                functools.partial(self._failed_row, row),
+            )
         self._report_counters()
 
     def _generated_row(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
@@ -114,15 +167,31 @@ class GenerateSamples(beam.DoFn):
         if outcome.error is not None or outcome.sample is None:
             message = str(outcome.error) if outcome.error else "no answer"  # the hint included
             return self._failed_row(row, f"row {row.row_index} failed inference: {message}", info)
+        try:
+            sample, info.prompt_tokens, info.completion_tokens, notes = writable_reply(
+                self._redactor.value(outcome.sample), outcome.prompt_tokens, outcome.completion_tokens
+            )
+        except RowTooLarge as exc:
+            return self._failed_row(row, f"row {row.row_index}: the model's reply {exc}.", info)
         self._generated.inc()
-        return GeneratedRow(row.row_index, row.item, outcome.sample, inference=info)
+        return GeneratedRow(
+            row.row_index,
+            row.item,
+            sample,
+            inference=info,
+            sample_index=row.sample_index,
+            notes=[*row.notes, *notes],
+        )
 
-    def _failed_row(self, row: InputRow, message: str, info: InferenceInfo | None = None) -> GeneratedRow:
+    def _failed_row(self, row: InputRow, message: str | RowFailure, info: InferenceInfo | None = None) -> GeneratedRow:
         self._failed.inc()
         if self._strict:
             _STOPPING.add(self._run_id)
-        failure = RowFailure("sample_generation", [message])
-        return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info)
+        text = message.text if isinstance(message, RowFailure) else message
+        failure = RowFailure("sample_generation", [self._redactor.text(text)])
+        return GeneratedRow(
+            row.row_index, row.item, {}, row.raw, failure, info, sample_index=row.sample_index, notes=row.notes
+        )
 
     def _report_counters(self) -> None:
         """Copy the engine's counters and AIMD gauges into Beam metrics from the bundle's own thread."""

@@ -14,6 +14,7 @@ the row.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,16 +22,23 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beameval.cache.key import prepared_key
+from beameval.cache.recording import RecordingHandler
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.redaction import Redactor
+from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.scoring import metric_keys
 from beameval.inference.engine import InferenceEngine
 from beameval.inference.outcome import Outcome
+from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
+from transforms.cache import journal_for
+from transforms.guard import guarded
 
 __all__ = ["CallMetricEndpoints", "needs_metric_calls", "reply_from_outcome"]
 
@@ -40,12 +48,22 @@ def needs_metric_calls(configs: Sequence[MetricConfig]) -> bool:
     return any(issubclass(metric_class(config.type), EndpointMetric) for config in configs)
 
 
-def reply_from_outcome(outcome: Outcome) -> EndpointReply:
-    """The row-level record of one metric call's outcome."""
+def reply_from_outcome(outcome: Outcome, redactor: Redactor | None = None) -> EndpointReply:
+    """The row-level record of one metric call's outcome: secrets masked, text and token counts writable."""
+    redactor = redactor or Redactor()
     error = outcome.error
-    if error is not None or outcome.sample is None:
+    sample = prompt_tokens = completion_tokens = None
+    problem = None
+    if error is None and outcome.sample is not None:
+        try:
+            sample, prompt_tokens, completion_tokens, _ = writable_reply(
+                redactor.value(outcome.sample), outcome.prompt_tokens, outcome.completion_tokens
+            )
+        except RowTooLarge as exc:
+            problem = f"the endpoint's reply {exc}"
+    if error is not None or sample is None:
         return EndpointReply(
-            error=str(error) if error is not None else "the endpoint gave no answer",
+            error=redactor.text(str(error) if error is not None else problem or "the endpoint gave no answer"),
             error_kind="endpoint",
             status=outcome.status,
             attempts=outcome.attempts,
@@ -53,12 +71,12 @@ def reply_from_outcome(outcome: Outcome) -> EndpointReply:
             failure_class=error.failure_class if error is not None else None,
         )
     return EndpointReply(
-        sample=outcome.sample,
+        sample=sample,
         status=outcome.status,
         attempts=outcome.attempts,
         latency_s=outcome.latency_s,
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
     )
 
 
@@ -78,6 +96,8 @@ class _Endpoint:
     handler: TargetHandler
     engine: InferenceEngine
     max_retries: int
+    #: A twin that never sends, so keys are those of the request as first built (see GenerateSamples).
+    key_metric: EndpointMetric[Any]
 
 
 class CallMetricEndpoints(beam.DoFn):
@@ -88,8 +108,9 @@ class CallMetricEndpoints(beam.DoFn):
             are computed as ``ScoreRows`` computes them).
     """
 
-    def __init__(self, metric_configs: Sequence[MetricConfig]) -> None:
+    def __init__(self, metric_configs: Sequence[MetricConfig], journal_dir: str | None = None) -> None:
         self._configs = list(metric_configs)
+        self._journal_dir = journal_dir  # OUT_DIR/_responses: every successful call is recorded there
 
     def setup(self) -> None:
         endpoints = []
@@ -103,8 +124,12 @@ class CallMetricEndpoints(beam.DoFn):
             engine = InferenceEngine.shared(
                 handler, settings.parallelism, settings.max_retries, settings.request_timeout
             )
-            endpoints.append(_Endpoint(key, metric, handler, engine, settings.max_retries))
+            twin = resolve(config, key)
+            assert isinstance(twin, EndpointMetric)
+            endpoints.append(_Endpoint(key, metric, handler, engine, settings.max_retries, twin))
         self._endpoints = endpoints
+        self._redactors = {e.key: Redactor(e.metric.endpoint_access.secret_values()) for e in endpoints}
+        self._journal = journal_for(self._journal_dir) if self._journal_dir else None
         # Keep a few requests queued per slot so the engines never wait for the DoFn.
         self._max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
         self._requests = Metrics.counter(NAMESPACE, "metric_requests")
@@ -119,10 +144,12 @@ class CallMetricEndpoints(beam.DoFn):
         if row.failure is not None or row.item is None or not self._endpoints:
             yield row
             return
-        calls = _RowCalls(row, {})
+        calls = _RowCalls(row, dict(row.metric_responses or {}))  # replies from the store are already there
         ctx = MetricContext(row.item, row.sample)
         submitted = []
         for endpoint in self._endpoints:
+            if endpoint.key in calls.replies:
+                continue
             try:
                 prepared = endpoint.metric.build_request(ctx)
             except EvaluatorError as exc:
@@ -138,17 +165,39 @@ class CallMetricEndpoints(beam.DoFn):
             return
         calls.remaining = len(submitted)
         for endpoint, prepared in submitted:
-            future = endpoint.engine.submit(prepared, endpoint.handler, max_retries=endpoint.max_retries)
+            handler = self._recording(endpoint, ctx, row, prepared)
+            future = endpoint.engine.submit(prepared, handler, max_retries=endpoint.max_retries)
             self._pending.add(future, (calls, endpoint.key))
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for row in self._drain(block=True, until_empty=True):
             yield in_global_window(row)
+        if self._journal is not None:
+            self._journal.sync()
+
+    def _recording(
+        self, endpoint: _Endpoint, ctx: MetricContext, row: GeneratedRow, prepared: PreparedRequest
+    ) -> TargetHandler:
+        """The endpoint's handler, recording a success in the journal when the run has one."""
+        if self._journal is None:
+            return endpoint.handler
+        try:
+            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index)
+        except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
+            return endpoint.handler
+        model = prepared.body.get("model")
+        return RecordingHandler(endpoint.handler, self._journal, key, model if isinstance(model, str) else None)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         for (calls, key), outcome in self._pending.drain(block, until_empty):
-            reply = reply_from_outcome(outcome)
+            reply = guarded(
+                "CallMetricEndpoints",
+                "scoring",
+                calls.row.row_index,
+                functools.partial(reply_from_outcome, outcome, self._redactors[key]),
+                lambda failure: EndpointReply(error=failure.text, error_kind="request"),
+            )
             calls.replies[key] = reply
             self._requests.inc()
             self._attempts.inc(reply.attempts)

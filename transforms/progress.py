@@ -1,42 +1,102 @@
-"""ReportProgress: periodic ``progress:`` lines on stderr for long runs, one reporter per worker process.
+"""Progress of a run: workers count scored rows, the driver shows one bar (or periodic lines) for the whole run.
 
-A pass-through-free DoFn after scoring counts the rows it sees; a daemon thread of its
-worker process prints, every ``--progress_interval`` seconds while rows are flowing::
+How the counts reach the driver, on every local mode (in-process, multi-threading,
+``--direct_running_mode=multi_processing`` with separate worker processes): each
+:class:`CountRows` instance (one per worker thread) keeps its own tally and rewrites a
+tiny JSON file of its own, ``<tmp>/beameval-progress-<run_id>/<pid>-<uuid>``, at most
+every ``FLUSH_S`` seconds and at the end of each bundle (atomically: write, then rename).
+The driver's :class:`ProgressDisplay` polls that directory and sums the files. Beam's
+metrics are not used because not every runner shows them before the job ends, and the
+directory needs no network, no port and no extra process; it is removed at the end.
+
+On a terminal the driver draws one tqdm bar, redrawn in place: rows done of total,
+percentage, rows/s, ETA, errors (and responses from the cache, once there are any).
+Otherwise it prints a plain line every ``--progress_interval`` seconds::
 
     progress: 120,000 rows scored (12.0% of 1,000,000), 3 errors, 41,000 rows/s, ETA 0:00:21
 
-Counting happens per DoFn instance (one per worker thread) without locks; the thread
-only reads the tallies. With several worker processes (``--direct_num_workers``,
-Dataflow, Flink) each process prints its own line about its own rows; the percentage and
-ETA then assume the rows are shared evenly among ``workers`` processes. On the default
-local runner the workers run inside the driver, so the lines appear on the command's
-stderr; on remote runners they go to the worker logs.
+On remote runners (Dataflow, Flink) the driver cannot see the workers' disks: each
+worker thread prints its own lines (with its pid) to the worker logs instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 
 from beameval.core.records import ScoredRow
 
-__all__ = ["ProgressLines", "ProgressReporter", "ReportProgress", "format_progress"]
+__all__ = [
+    "CountRows",
+    "ProgressCounts",
+    "ProgressDisplay",
+    "ProgressLines",
+    "format_progress",
+    "progress_dir",
+    "read_counts",
+    "watch_progress",
+]
+
+#: Seconds between a worker's count-file rewrites (the bar lags the workers by at most this).
+FLUSH_S = 0.2
+#: Seconds between redraws of the terminal bar.
+BAR_REFRESH_S = 0.2
 
 
-class _Tally:
-    """Rows and errors seen by one DoFn instance; written only by that instance's thread."""
+def progress_dir(run_id: str) -> str:
+    """The run-scoped directory of count files (on the machine running the local runner)."""
+    return os.path.join(tempfile.gettempdir(), f"beameval-progress-{run_id}")
 
-    __slots__ = ("errors", "rows")
 
-    def __init__(self) -> None:
-        self.rows = 0
-        self.errors = 0
+@dataclass(frozen=True)
+class ProgressCounts:
+    """The whole run's counts so far, summed over every worker's file."""
+
+    rows: int = 0
+    errors: int = 0
+    cached: int = 0
+    total: int | None = None
+    #: Wall-clock time (``time.time()``) of the first scored row, None before it.
+    started: float | None = None
+
+
+def read_counts(directory: str) -> ProgressCounts:
+    """Sum the count files in ``directory``; files being replaced or unreadable are skipped this time."""
+    rows = errors = cached = 0
+    total: int | None = None
+    started: float | None = None
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return ProgressCounts()
+    for name in names:
+        if name.endswith(".tmp"):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        rows += int(record.get("rows", 0))
+        errors += int(record.get("errors", 0))
+        cached += int(record.get("cached", 0))
+        if record.get("total") is not None:
+            total = max(total or 0, int(record["total"]))
+        if record.get("started") is not None:
+            started = min(started or record["started"], record["started"])
+    return ProgressCounts(rows, errors, cached, total, started)
 
 
 def format_progress(rows: int, errors: int, elapsed_s: float, total: int | None, pid: int | None = None) -> str:
@@ -53,145 +113,82 @@ def format_progress(rows: int, errors: int, elapsed_s: float, total: int | None,
     return f"progress: {done}, {errors:,} error{'' if errors == 1 else 's'}, {rate:,.0f} rows/s{eta}{worker}"
 
 
-class ProgressReporter:
-    """The worker process's reporter: sums the tallies of one run and prints every ``interval`` seconds.
+class CountRows(beam.DoFn):
+    """Count scored rows and publish the tally; emits nothing.
 
     Args:
-        run_id: identifies the run; a new id (the next pipeline in the same process) starts from zero.
-        interval: seconds between lines.
-        stream: where lines go; ``None`` means the current ``sys.stderr`` at print time.
+        directory: the run's count-file directory (local runners), or None to print lines
+            from this worker instead (remote runners, whose disks the driver cannot see).
+        interval: seconds between this worker's lines when ``directory`` is None.
     """
 
-    _lock = threading.Lock()
-    _current: ProgressReporter | None = None
-
-    def __init__(self, run_id: str, interval: float, stream: Any = None) -> None:
-        self.run_id = run_id
-        self.interval = interval
-        self.stream = stream
-        self.show_pid = False
-        self.total: int | None = None
-        self._tallies: list[_Tally] = []
-        self._active_bundles = 0
-        self._started: float | None = None
-        self._thread: threading.Thread | None = None
-        self._stopped = threading.Event()
-
-    @classmethod
-    def shared(cls, run_id: str, interval: float) -> ProgressReporter:
-        """The process-wide reporter for ``run_id`` (replacing, and stopping, one of an earlier run)."""
-        with cls._lock:
-            current = cls._current
-            if current is None or current.run_id != run_id:
-                if current is not None:
-                    current.stop()
-                current = cls._current = cls(run_id, interval)
-            return current
-
-    def tally(self) -> _Tally:
-        """A new counter for one DoFn instance."""
-        tally = _Tally()
-        with self._lock:
-            self._tallies.append(tally)
-        return tally
-
-    def bundle_started(self) -> None:
-        """Note a bundle in progress; start the clock and the printing thread if needed."""
-        with self._lock:
-            self._active_bundles += 1
-            if self._started is None:
-                self._started = time.monotonic()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="progress-reporter", daemon=True)
-                self._thread.start()
-
-    def bundle_finished(self) -> None:
-        with self._lock:
-            self._active_bundles = max(0, self._active_bundles - 1)
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def counts(self) -> tuple[int, int]:
-        """Rows and errors seen so far in this process."""
-        tallies = list(self._tallies)
-        return sum(t.rows for t in tallies), sum(t.errors for t in tallies)
-
-    def line(self) -> str:
-        rows, errors = self.counts()
-        elapsed = time.monotonic() - (self._started or time.monotonic())
-        return format_progress(rows, errors, elapsed, self.total, os.getpid() if self.show_pid else None)
-
-    def _loop(self) -> None:
-        while not self._stopped.wait(self.interval):
-            with self._lock:
-                if not self._active_bundles:
-                    # No rows flowing here: this process's share of the stage is done. The next
-                    # bundle starts a new thread, so no line is printed after the stage ends.
-                    self._thread = None
-                    return
-            print(self.line(), file=self.stream or sys.stderr, flush=True)
-
-
-class ReportProgress(beam.DoFn):
-    """Count scored rows for the process's progress reporter; emits nothing.
-
-    Args:
-        run_id: unique per pipeline run.
-        interval: seconds between progress lines (must be > 0).
-        workers: worker processes sharing the rows (for the per-process share of ``total``).
-        show_pid: end each line with the worker's pid (several processes print lines).
-    """
-
-    def __init__(self, run_id: str, interval: float, workers: int = 1, show_pid: bool = False) -> None:
-        self._run_id = run_id
+    def __init__(self, directory: str | None, interval: float) -> None:
+        self._directory = directory
         self._interval = interval
-        self._workers = max(1, workers)
-        self._show_pid = show_pid
 
     def setup(self) -> None:
-        self._reporter = ProgressReporter.shared(self._run_id, self._interval)
-        self._reporter.show_pid = self._show_pid
-        self._tally = self._reporter.tally()
-
-    def start_bundle(self) -> None:
-        self._reporter.bundle_started()
+        self._rows = self._errors = self._cached = 0
+        self._total: int | None = None
+        self._started: float | None = None
+        self._last = time.monotonic()
+        self._path = (
+            None if self._directory is None else os.path.join(self._directory, f"{os.getpid()}-{uuid.uuid4().hex}")
+        )
 
     def process(self, row: ScoredRow, total: int | None = None) -> Iterable[Any]:
-        if total is not None and self._reporter.total is None:
-            self._reporter.total = -(-total // self._workers)
-        tally = self._tally
-        tally.rows += 1
+        if self._started is None:
+            self._started = time.time()
+        self._total = total
+        self._rows += 1
         if row.failure is not None:
-            tally.errors += 1
+            self._errors += 1
+        if row.inference.cached:
+            self._cached += 1
+        now = time.monotonic()
+        if now - self._last >= (FLUSH_S if self._path is not None else self._interval):
+            self._last = now
+            self._publish()
         return ()
 
     def finish_bundle(self) -> None:
-        self._reporter.bundle_finished()
+        if self._path is not None:
+            self._publish()
+
+    def _publish(self) -> None:
+        if self._path is None:
+            elapsed = time.time() - (self._started or time.time())
+            print(format_progress(self._rows, self._errors, elapsed, None, os.getpid()), file=sys.stderr, flush=True)
+            return
+        record = {
+            "rows": self._rows,
+            "errors": self._errors,
+            "cached": self._cached,
+            "total": self._total,
+            "started": self._started,
+        }
+        temporary = f"{self._path}.tmp"
+        with contextlib.suppress(OSError):  # the driver removed the directory: the run is over
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+            os.replace(temporary, self._path)
 
 
 class ProgressLines(beam.PTransform):
-    """Scored rows -> nothing; prints progress lines from each worker process (``interval`` > 0).
+    """Scored rows -> nothing; publishes the counts the driver shows (``interval`` > 0).
 
     Args:
-        run_id: unique per pipeline run.
-        interval: seconds between lines.
-        workers: worker processes sharing the rows.
-        splits: the reader's planned splits (``.rows`` each), to know the total; None (remote
-            runners, with an unknown number of processes) for lines without ETA but with the pid.
+        run_id: unique per pipeline run (names the count-file directory).
+        interval: seconds between plain lines (remote runners: between each worker's lines).
+        splits: the reader's planned splits (``.rows`` each), for the total; None on remote
+            runners, whose workers print their own lines.
         limit: the row limit, which caps the total.
     """
 
     def __init__(
-        self,
-        run_id: str,
-        interval: float,
-        workers: int = 1,
-        splits: beam.PCollection[Any] | None = None,
-        limit: int | None = None,
+        self, run_id: str, interval: float, splits: beam.PCollection[Any] | None = None, limit: int | None = None
     ) -> None:
         super().__init__()
-        self._fn = ReportProgress(run_id, interval, workers, show_pid=workers > 1 or splits is None)
+        self._fn = CountRows(None if splits is None else progress_dir(run_id), interval)
         self._splits = splits
         self._limit = limit
 
@@ -206,3 +203,87 @@ class ProgressLines(beam.PTransform):
             | "Limit" >> beam.Map(lambda n: n if limit is None else min(n, limit))
         )
         return rows | "Count" >> beam.ParDo(self._fn, total=beam.pvalue.AsSingleton(total))
+
+
+class ProgressDisplay:
+    """The driver's side: poll the count files and draw one bar (a terminal) or print lines.
+
+    Args:
+        directory: the run's count-file directory (created here, removed by ``stop``).
+        interval: seconds between plain lines; the bar is redrawn every ``BAR_REFRESH_S``.
+        stream: where to draw; defaults to ``sys.stderr``.
+        bar: draw a tqdm bar; defaults to whether ``stream`` is a terminal.
+    """
+
+    def __init__(self, directory: str, interval: float, stream: Any = None, bar: bool | None = None) -> None:
+        self.directory = directory
+        self.interval = interval
+        self.stream = stream or sys.stderr
+        self.bar = bool(self.stream.isatty()) if bar is None else bar
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress-display", daemon=True)
+        self._tqdm: Any = None
+        self._finished = False
+
+    def start(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling; the bar shows the final counts (100% when every row was scored) and ends its line."""
+        self._stopped.set()
+        self._thread.join()
+        if self._tqdm is not None:
+            self._draw(read_counts(self.directory))
+            self._tqdm.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _loop(self) -> None:
+        period = min(self.interval, BAR_REFRESH_S) if self.bar else self.interval
+        while not self._stopped.wait(period):
+            counts = read_counts(self.directory)
+            if self.bar:
+                self._draw(counts)
+            elif not self._finished:
+                # Lines stop once every row is scored (the run is writing its outputs); until
+                # then one comes every interval, so a run waiting on a slow endpoint still shows life.
+                self._finished = counts.total is not None and counts.rows >= counts.total
+                elapsed = time.time() - counts.started if counts.started is not None else 0.0
+                print(format_progress(counts.rows, counts.errors, elapsed, counts.total), file=self.stream, flush=True)
+
+    def _draw(self, counts: ProgressCounts) -> None:
+        if self._tqdm is None:
+            from tqdm import tqdm  # only a terminal needs it
+
+            self._tqdm = tqdm(
+                total=counts.total,
+                desc="scored",
+                unit=" rows",
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=0,
+                smoothing=0.1,
+                bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} rows "
+                "[{elapsed}<{remaining}, {rate_fmt}{postfix}]",
+            )
+        bar = self._tqdm
+        if counts.total is not None and bar.total != counts.total:
+            bar.total = counts.total
+        cached = f", {counts.cached:,} cached" if counts.cached else ""
+        bar.set_postfix_str(f"{counts.errors:,} error{'' if counts.errors == 1 else 's'}{cached}", refresh=False)
+        bar.update(max(0, counts.rows - bar.n))
+        bar.refresh()
+
+
+@contextlib.contextmanager
+def watch_progress(run_id: str, interval: float, stream: Any = None) -> Iterator[ProgressDisplay | None]:
+    """Show the run's progress while the block runs (the driver's pipeline run); ``interval`` 0: nothing."""
+    if interval <= 0:
+        yield None
+        return
+    display = ProgressDisplay(progress_dir(run_id), interval, stream)
+    display.start()
+    try:
+        yield display
+    finally:
+        display.stop()

@@ -8,27 +8,33 @@ the rows' positions in the dataset on every runner and worker count.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.metrics import Metrics
 
+from beameval.compare.identity import DatasetFingerprint, row_hash
 from beameval.core.errors import DatasetError
 from beameval.core.formats import (
     count_records,
     detect_format,
+    is_gzip_path,
     iter_records,
+    open_checked_gzip,
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
 from beameval.core.records import InputRow, RowFailure
+from beameval.core.sanitize import RowTooLarge, check_row, clean_text
 from transforms import NAMESPACE
+from transforms.guard import guarded
 
-__all__ = ["ReadRows", "list_dataset_files"]
+__all__ = ["DatasetFingerprintFn", "ReadRows", "list_dataset_files"]
 
 
 class Split(NamedTuple):
@@ -61,7 +67,10 @@ def list_dataset_files(pattern: str) -> list[str]:
                 f"dataset path {pattern!r} is a directory; point dataset.path at its files with a glob, "
                 f"e.g. '{pattern.rstrip('/')}/*.jsonl'."
             )
-        raise DatasetError(f"dataset path {pattern!r} matches no files; check dataset.path.")
+        where = ""
+        if "://" not in pattern and not os.path.isabs(pattern):
+            where = f" (a relative path is read from the directory the command runs in, {os.getcwd()!r})"
+        raise DatasetError(f"dataset path {pattern!r} matches no files{where}; check dataset.path.")
     return paths
 
 
@@ -72,10 +81,24 @@ def plan_splits(path: str, configured_format: str) -> list[Split]:
         DatasetError: the file cannot be opened or is not in its format (e.g. a corrupt Parquet file).
     """
     fmt = detect_format(path, configured_format)
-    with _reading(path), FileSystems.open(path) as stream:
+    with _reading(path):
         if fmt == "parquet":
-            return [Split(path, fmt, group, rows) for group, rows in enumerate(parquet_row_group_sizes(stream))]
-        return [Split(path, fmt, -1, count_records(stream, path, fmt))]
+            with FileSystems.open(path) as stream:
+                sizes = parquet_row_group_sizes(stream, path)
+            return [Split(path, fmt, group, rows) for group, rows in enumerate(sizes)]
+        with _open_text_file(path) as stream:
+            return [Split(path, fmt, -1, count_records(stream, path, fmt))]
+
+
+@contextmanager
+def _open_text_file(path: str) -> Iterator[Any]:
+    """Open a JSONL/CSV file; a gzip file is decompressed by a reader that refuses a truncated or corrupt stream."""
+    if not is_gzip_path(path):
+        with FileSystems.open(path) as stream:
+            yield stream
+        return
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        yield open_checked_gzip(raw, path)
 
 
 @contextmanager
@@ -108,14 +131,39 @@ def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iter
         with _reading(split.path), FileSystems.open(split.path) as stream:
             items = read_parquet_row_group(stream, split.group)[:stop]
         for position, row in enumerate(items):
-            yield InputRow(offset + position, row)
+            yield _input_row(offset + position, row, None, None)
         return
-    with FileSystems.open(split.path) as stream:
+    with _open_text_file(split.path) as stream:
         for position, (item, raw, error) in enumerate(iter_records(stream, split.path, split.fmt)):
             if position >= stop:
                 return
-            failure = RowFailure("input", [error]) if error else None
-            yield InputRow(offset + position, item, raw, failure)
+            yield _input_row(offset + position, item, raw, error)
+
+
+def _input_row(row_index: int, item: dict[str, Any] | None, raw: str | None, error: str | None) -> InputRow:
+    """The InputRow of one record: parse failures, and rows too deep or too large, are failed ``input`` rows."""
+    if error is not None or item is None:
+        return InputRow(row_index, None, raw, RowFailure("input", [error or "the record could not be read"]))
+
+    def build() -> InputRow:
+        try:
+            checked, notes = check_row(item)
+        except RowTooLarge as exc:
+            return InputRow(row_index, None, _summary(item), RowFailure("input", [f"row {row_index} {exc}."]))
+        return InputRow(row_index, checked, notes=notes)
+
+    return guarded(
+        "ReadRows",
+        "input",
+        row_index,
+        build,
+        lambda failure: InputRow(row_index, None, _summary(item), failure),
+    )
+
+
+def _summary(item: dict[str, Any]) -> str:
+    """What a failed row's ``item`` shows when the row itself cannot be written: its top-level keys."""
+    return clean_text(f"(not stored: a row with keys {sorted(str(key) for key in item)[:20]})")[0]
 
 
 class ReadRows(beam.PTransform):
@@ -141,3 +189,27 @@ class ReadRows(beam.PTransform):
             | "Distribute" >> beam.Reshuffle()
             | "ReadSplits" >> beam.FlatMap(read_split_counted, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
         )
+
+
+class DatasetFingerprintFn(beam.CombineFn):
+    """The dataset's content fingerprint, folded from the rows as they are read (no second pass).
+
+    A row's content is its raw text when it failed to parse, else its item as canonical
+    JSON; the accumulator (``identity.DatasetFingerprint``) is two integers and order-free.
+    """
+
+    def create_accumulator(self) -> DatasetFingerprint:
+        return DatasetFingerprint()
+
+    def add_input(self, accumulator: DatasetFingerprint, row: InputRow) -> DatasetFingerprint:
+        if getattr(row, "sample_index", 0):  # a repeat of a row already counted (params.repeats)
+            return accumulator
+        content = (row.raw or "") if row.item is None else json.dumps(row.item, sort_keys=True, default=str)
+        accumulator.add(row_hash(row.row_index, content))
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[DatasetFingerprint]) -> DatasetFingerprint:
+        return DatasetFingerprint.merge(accumulators)
+
+    def extract_output(self, accumulator: DatasetFingerprint) -> dict[str, Any]:
+        return {"rows": accumulator.rows, "fingerprint": accumulator.hexdigest()}

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beameval.core.records import GeneratedRow, ScoredRow
+from beameval.core.records import GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
+from beameval.core.redaction import Redactor
+from beameval.core.sanitize import clean_text
 from beameval.core.scoring import RowScorer
-from beameval.metrics.base import MetricConfig
+from beameval.metrics.base import EndpointMetric, MetricConfig
 from transforms import NAMESPACE
+from transforms.guard import guarded
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
 
@@ -36,18 +40,64 @@ def error_record(row: ScoredRow) -> dict[str, Any]:
 class ScoreRows(beam.DoFn):
     """Emit a ScoredRow per row on the main output and an error record per failed row."""
 
-    def __init__(self, metric_configs: list[MetricConfig]) -> None:
+    def __init__(self, metric_configs: list[MetricConfig], id_field: str | None = None) -> None:
         self._configs = metric_configs
+        self._id_field = id_field
 
     def setup(self) -> None:
-        self._scorer = RowScorer(self._configs)
+        self._scorer = RowScorer(self._configs, self._id_field)
+        # Judge and remote-metric keys and headers: masked in everything this stage emits.
+        self._redactor = Redactor(
+            secret
+            for _, metric in self._scorer.metrics
+            if isinstance(metric, EndpointMetric)
+            for secret in metric.endpoint_access.secret_values()
+        )
         self._scored = Metrics.counter(NAMESPACE, "rows_scored")
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
 
     def process(self, row: GeneratedRow) -> Iterator[Any]:
-        scored = self._scorer.score(row)
+        scored = guarded(
+            "ScoreRows",
+            "scoring",
+            row.row_index,
+            lambda: self._writable(self._scorer.score(row), row),
+            lambda failure: self._writable(self._failed_row(row, failure), row),
+        )
         self._scored.inc()
         yield scored
         if scored.failure is not None:
             self._failed.inc()
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
+
+    def _writable(self, scored: ScoredRow, row: GeneratedRow) -> ScoredRow:
+        """The last check before writing: every text valid UTF-8 and free of configured secrets."""
+        scored.notes = [*row.notes, *scored.notes]
+        scored.item_json = self._text(scored.item_json)
+        if scored.output_text is not None:
+            scored.output_text = self._text(scored.output_text)
+        scored.labels = {name: self._text(value) for name, value in scored.labels.items()}
+        if scored.failure is not None:
+            scored.failure.messages = [self._text(message) for message in scored.failure.messages]
+        return scored
+
+    def _text(self, text: str) -> str:
+        return self._redactor.text(clean_text(text)[0])
+
+    def _failed_row(self, row: GeneratedRow, failure: RowFailure) -> ScoredRow:
+        """A row whose scoring raised unexpectedly: NaN scores and the cause, like any failed row."""
+        try:
+            item = item_json(row.item, row.raw)
+        except Exception:  # noqa: BLE001 - the row's item itself may be what broke
+            item = "(not stored: the row could not be turned into JSON)"
+        return ScoredRow(
+            row_index=row.row_index,
+            item_json=item,
+            output_text=None,
+            scores=dict.fromkeys(self._scorer.score_names, math.nan),
+            failure=failure
+            if row.failure is None
+            else RowFailure(row.failure.phase, [*row.failure.messages, *failure.messages], row.failure.metric),
+            inference=row.inference or InferenceInfo(),
+            sample_index=row.sample_index,
+        )

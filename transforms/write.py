@@ -6,7 +6,8 @@ Beam's file sinks write shards from the workers; nothing is gathered in the driv
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -16,6 +17,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.core.records import ScoredRow
 from transforms.async_calls import in_global_window
+from transforms.guard import guarded
 
 __all__ = ["SUMMARY_FILE", "WriteErrors", "WriteRows", "WriteSummary", "rows_schema"]
 
@@ -30,20 +32,24 @@ _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("prompt_tokens", pa.int64()),
     ("completion_tokens", pa.int64()),
     ("request_hash", pa.string()),
+    ("cached", pa.bool_()),
 ]
 
 
-def rows_schema(score_names: list[str], label_names: list[str]) -> pa.Schema:
-    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts."""
+def rows_schema(score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()) -> pa.Schema:
+    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts and details."""
     fields = [
         pa.field("row_index", pa.int64(), nullable=False),
+        pa.field("sample_index", pa.int64(), nullable=False),
         pa.field("status", pa.string(), nullable=False),
         pa.field("item", pa.string()),
         pa.field("output_text", pa.string()),
         *(pa.field(name, pa.float64()) for name in score_names),
         *(pa.field(name, pa.string()) for name in label_names),
         pa.field("error", pa.string()),
+        pa.field("notes", pa.string()),
         *(pa.field(name, kind) for name, kind in _INFERENCE_COLUMNS),
+        *(pa.field(name, pa.string()) for name in detail_names),  # id, judge replies, predicted calls
     ]
     return pa.schema(fields)
 
@@ -53,20 +59,24 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     info = row.inference
     record: dict[str, Any] = {
         "row_index": row.row_index,
+        "sample_index": row.sample_index,
         "status": "ok" if row.failure is None else "error",
         "item": row.item_json,
         "output_text": row.output_text,
         **row.scores,
         "error": None if row.failure is None else row.failure.text,
+        "notes": "; ".join(row.notes) if row.notes else None,
         "latency_ms": None if info.latency_s is None else info.latency_s * 1000.0,
         "attempts": info.attempts,
         "http_status": info.http_status,
         "prompt_tokens": info.prompt_tokens,
         "completion_tokens": info.completion_tokens,
         "request_hash": info.request_hash,
+        "cached": info.cached,
     }
     for name in label_names:
         record[name] = row.labels.get(name)
+    record.update(row.details)
     return record
 
 
@@ -81,7 +91,19 @@ class _ToArrowBatches(beam.DoFn):
         self._batch: list[dict[str, Any]] = []
 
     def process(self, row: ScoredRow) -> Iterator[pa.Table]:
-        self._batch.append(row_record(row, self._label_names))
+        self._batch.append(
+            guarded(
+                "WriteRows",
+                "scoring",
+                row.row_index,
+                lambda: row_record(row, self._label_names),
+                lambda failure: _failed_record(
+                    {"row_index": row.row_index, "sample_index": getattr(row, "sample_index", 0)},
+                    self._schema,
+                    failure.text,
+                ),
+            )
+        )
         if len(self._batch) >= BATCH_ROWS:
             yield self._flush()
 
@@ -90,18 +112,55 @@ class _ToArrowBatches(beam.DoFn):
             yield in_global_window(self._flush())
 
     def _flush(self) -> pa.Table:
-        table = pa.Table.from_pylist(self._batch, schema=self._schema)
-        self._batch = []
-        return table
+        batch, self._batch = self._batch, []
+        try:
+            return pa.Table.from_pylist(batch, schema=self._schema)
+        except Exception:  # noqa: BLE001 - find the row no writer accepts; the rest of the batch is written
+            return pa.Table.from_pylist([self._convertible(record) for record in batch], schema=self._schema)
+
+    def _convertible(self, record: dict[str, Any]) -> dict[str, Any]:
+        """``record`` if Arrow takes it, else the row as a failed row holding only what can be written."""
+        return guarded(
+            "WriteRows",
+            "scoring",
+            record.get("row_index"),
+            lambda: _checked(record, self._schema),
+            lambda failure: _failed_record(record, self._schema, failure.text),
+        )
+
+
+def _checked(record: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    pa.Table.from_pylist([record], schema=schema)  # raises for a value Arrow refuses
+    return record
+
+
+def _failed_record(record: dict[str, Any], schema: pa.Schema, message: str) -> dict[str, Any]:
+    """A ``rows/`` record that Arrow could not convert, reduced to its position, status and the cause."""
+    failed: dict[str, Any] = dict.fromkeys(schema.names)
+    for name in schema.names:
+        if pa.types.is_floating(schema.field(name).type):
+            failed[name] = math.nan
+    index = record.get("row_index")
+    sample = record.get("sample_index")
+    failed.update(
+        row_index=index if isinstance(index, int) else -1,
+        sample_index=sample if isinstance(sample, int) and "sample_index" in failed else 0,
+        status="error",
+        error=message,
+        item="(not stored: the row could not be written)",
+    )
+    return {name: failed[name] for name in schema.names}
 
 
 class WriteRows(beam.PTransform):
     """Write every scored row to ``<output>/rows/`` as Parquet shards."""
 
-    def __init__(self, output: str, score_names: list[str], label_names: list[str]) -> None:
+    def __init__(
+        self, output: str, score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()
+    ) -> None:
         super().__init__()
         self._prefix = FileSystems.join(output, "rows", "rows")
-        self._schema = rows_schema(score_names, label_names)
+        self._schema = rows_schema(score_names, label_names, detail_names)
         self._label_names = label_names
 
     def expand(self, rows: beam.PCollection[ScoredRow]) -> Any:

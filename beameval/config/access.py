@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from beameval.config.frozen import Frozen
 from beameval.core.validators import env_var_name
+from beameval.secrets.source import read_secret, secret_name
 
 __all__ = ["DEFAULT_KEY_HEADER", "DEFAULT_MAX_RESPONSE_BYTES", "EndpointAccess", "key_headers"]
 
@@ -36,6 +37,9 @@ class EndpointAccess(Frozen):
 
     Attributes:
         api_key_env: the NAME of the environment variable holding the key (never the key).
+        api_key_secret: a Google Secret Manager version holding the key
+            (``projects/P/secrets/S/versions/V``), read once per worker process; used
+            when ``api_key_env`` is unset or names an unset variable (``gcp`` extra).
         api_key_header: ``Authorization`` (sent as ``Bearer <key>``) or any other header
             name, sent with the bare key (``api-key`` for Azure OpenAI, ``x-api-key``).
         ca_bundle: a PEM file of CA certificates to trust instead of the system's store.
@@ -45,11 +49,13 @@ class EndpointAccess(Frozen):
     """
 
     api_key_env: str | None = None
+    api_key_secret: str | None = None
     api_key_header: str = DEFAULT_KEY_HEADER
     ca_bundle: str | None = None
     max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
 
     _key = field_validator("api_key_env")(env_var_name)
+    _secret = field_validator("api_key_secret")(secret_name)
 
     @field_validator("api_key_header")
     @classmethod
@@ -61,8 +67,20 @@ class EndpointAccess(Frozen):
         return name
 
     def api_key(self) -> str | None:
-        """The key from the environment variable named in ``api_key_env``, if any."""
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """The key: from the variable named in ``api_key_env`` if it is set, else from ``api_key_secret``, if any.
+
+        Raises:
+            ConfigError: ``api_key_secret`` is needed and cannot be read.
+        """
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if not key and self.api_key_secret:
+            return read_secret(self.api_key_secret)  # once per process; the value stays in memory
+        return key
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every configured value that must never be written (the key; model targets add header values)."""
+        key = self.api_key()
+        return (key,) if key else ()
 
     def key_headers(self, api_key: str | None) -> dict[str, str]:
         """The header carrying ``api_key`` for this endpoint (see ``key_headers``)."""

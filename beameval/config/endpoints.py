@@ -8,7 +8,7 @@ from pydantic import field_validator, model_validator
 
 from beameval.config.access import EndpointAccess
 from beameval.config.frozen import Frozen
-from beameval.core.validators import http_url
+from beameval.core.validators import header_fields, http_url
 
 __all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
 
@@ -28,6 +28,7 @@ class ModelTarget(EndpointAccess):
     @field_validator("default_headers")
     @classmethod
     def _no_credentials_in_headers(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
+        header_fields(headers)  # no CR/LF, no ':' in names, no Host
         for name in headers or {}:
             normalised = name.lower().replace("_", "-")
             if any(word in normalised for word in _AUTH_WORDS):
@@ -37,6 +38,10 @@ class ModelTarget(EndpointAccess):
                     "variable and name it in api_key_env"
                 )
         return headers
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The key and every ``default_headers`` value: none of them may be written anywhere."""
+        return (*super().secret_values(), *(self.default_headers or {}).values())
 
 
 class AgentTarget(EndpointAccess):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from beameval.config.frozen import Frozen
+from beameval.config.inference import InferenceParams
 
 __all__ = ["InferenceParams", "Params", "ReasoningParams"]
 
@@ -18,40 +19,24 @@ class ReasoningParams(Frozen):
     end_token: str | None = None
 
 
-class InferenceParams(BaseModel):
-    """Request parameters; unknown keys are passed through to the endpoint verbatim."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
-    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    stop: list[str] | None = None
-
-    @model_validator(mode="after")
-    def _one_token_limit(self) -> InferenceParams:
-        if self.max_tokens is not None and self.max_completion_tokens is not None:
-            raise ValueError("set max_tokens or max_completion_tokens, not both")
-        return self
-
-    def as_request_params(self) -> dict[str, Any]:
-        """The parameters to merge into each request (unset ones left out)."""
-        return self.model_dump(exclude_none=True)
-
-
 class Params(Frozen):
     """Run parameters (``params:``)."""
 
     parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
     request_timeout: Annotated[float, Field(gt=0)] | None = 120.0
+    #: The longest wait between attempts, in seconds; a longer ``Retry-After`` fails the request at once.
+    max_retry_wait: Annotated[float, Field(ge=0, le=86400)] = 120.0
     ignore_request_failure: bool = False
+    #: With ignore_request_failure, the largest share of failed rows a run may have and still exit 0.
+    max_error_rate: Annotated[float, Field(ge=0, le=1)] | None = None
     limit_samples: Annotated[int, Field(ge=1)] | None = None
     system_prompt: str | None = None
     inference: InferenceParams | None = None
     reasoning: ReasoningParams | None = None
     structured_output: dict[str, Any] | None = None
+    #: Samples per row (CONTRACT.md "Statistics"): each row is sent K times, sample_index 0..K-1.
+    repeats: Annotated[int, Field(ge=1, le=10_000)] = 1
 
     @field_validator("request_timeout")
     @classmethod

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
+from beameval.config.cache import CacheConfig
 from beameval.config.endpoints import TargetConfig
 from beameval.config.errors import format_errors
 from beameval.config.frozen import Frozen
 from beameval.config.params import Params
+from beameval.config.statistics import StatisticsConfig
 from beameval.core.errors import ConfigError, EvaluatorError
+from beameval.core.scoring import metric_keys
 from beameval.metrics.base import MetricConfig
 from beameval.metrics.registry import config_model
 
@@ -27,6 +30,8 @@ class DatasetConfig(Frozen):
 
     path: str
     format: Literal["auto", "jsonl", "parquet", "csv"] = "auto"
+    #: A field that identifies each row (kept as the ``id`` column of rows/, and a natural --key for compare).
+    id_field: str | None = None
 
 
 class EvalConfig(Frozen):
@@ -36,7 +41,10 @@ class EvalConfig(Frozen):
     target: TargetConfig | None = None
     prompt_template: str | dict[str, Any] | None = None
     params: Params = Params()
-    metrics: Annotated[list[MetricConfig], Field(min_length=1)]
+    # SerializeAsAny: dumps (results.json) keep every field of each metric's own config class.
+    metrics: Annotated[list[SerializeAsAny[MetricConfig]], Field(min_length=1)]
+    cache: CacheConfig | None = None
+    statistics: StatisticsConfig = StatisticsConfig()
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -51,6 +59,10 @@ class EvalConfig(Frozen):
                 parsed.append(config_model(entry["type"]).model_validate(entry))
             except ValidationError as exc:
                 raise ConfigError(format_errors(exc, prefix=f"metrics.{position}")) from None
+        keys = metric_keys(parsed)
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise ValueError(f"metric names must be unique; repeated: {repeated} (set a distinct name: on each)")
         return parsed
 
     @model_validator(mode="after")
@@ -63,8 +75,21 @@ class EvalConfig(Frozen):
         return self
 
     def public_dump(self) -> dict[str, Any]:
-        """The resolved config as JSON-ready data. Holds env-var names only, never secrets."""
-        return self.model_dump(mode="json", exclude={"target": {"model": {"default_headers"}}})
+        """The resolved config as JSON-ready data: every field of every section, and never a secret.
+
+        Keys live in environment variables (only their names are here); ``default_headers``
+        are left out wherever they appear (target, judges), as their values may be secrets.
+        """
+        return _without_headers(self.model_dump(mode="json"))
+
+
+def _without_headers(data: Any) -> Any:
+    """Drop every ``default_headers`` (their values may be credentials; names can reveal a gateway's scheme)."""
+    if isinstance(data, dict):
+        return {key: _without_headers(value) for key, value in data.items() if key != "default_headers"}
+    if isinstance(data, list):
+        return [_without_headers(value) for value in data]
+    return data
 
 
 def parse_config(data: Any, source: str = "config") -> EvalConfig:

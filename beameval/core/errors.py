@@ -36,7 +36,7 @@ class EvaluatorError(Exception):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         self.message = message
         self.hint = hint
-        super().__init__(f"{message} {hint}" if hint else message)
+        super().__init__(f"{message}{_sentence_end(message)} {hint}" if hint else message)
 
 
 class ConfigError(EvaluatorError):
@@ -82,3 +82,8 @@ class MetricError(EvaluatorError):
 
 class OutputError(EvaluatorError):
     """The output location cannot be created or written."""
+
+
+def _sentence_end(message: str) -> str:
+    """A full stop between a message and its hint, so a hint never reads as part of a URL or value."""
+    return "" if message.rstrip().endswith((".", "!", "?")) else "."

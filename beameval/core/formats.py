@@ -4,20 +4,42 @@ Beam-free so the parsing rules are unit-testable alone. Values are kept as writt
 JSON types stay JSON types, CSV cells stay strings, and nothing is coerced into dates
 (the reference's pyarrow readers mutate values; REFERENCE_BEHAVIOUR.md 11b.8). A record
 that cannot be parsed is yielded as a failure at its position, never skipped.
+
+Limits, the same for every format (docs/FAILURES.md): a text cell may hold up to
+``MAX_CELL_CHARS`` characters and a row may nest ``MAX_NESTING`` levels
+(``beameval.core.sanitize``); column names must be unique; a gzip file must be complete
+(a stream cut before its end marker, or with a bad CRC, is an error naming the file,
+never a silently shorter dataset).
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import json
-from collections.abc import Iterator
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import pyarrow.parquet as pq
 
 from beameval.core.errors import DatasetError
+from beameval.core.sanitize import MAX_CELL_CHARS, MAX_NESTING
 
-__all__ = ["Record", "count_records", "detect_format", "iter_records", "parquet_row_group_sizes"]
+__all__ = [
+    "Record",
+    "count_records",
+    "detect_format",
+    "is_gzip_path",
+    "iter_records",
+    "open_checked_gzip",
+    "parquet_row_group_sizes",
+]
+
+# CSV's own limit (131,072 by default) would fail the whole file on one long cell; the
+# per-row check in ``sanitize.check_row`` applies the same MAX_CELL_CHARS as for JSONL and Parquet.
+csv.field_size_limit(max(csv.field_size_limit(), 2 * MAX_CELL_CHARS))
 
 FORMATS = ("jsonl", "parquet", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".csv": "csv"}
@@ -43,6 +65,64 @@ def detect_format(path: str, configured: str) -> str:
     )
 
 
+def is_gzip_path(path: str) -> bool:
+    """Whether ``path`` names a gzip file (``.gz``, ``.gzip``), which ``open_checked_gzip`` must read."""
+    return path.lower().endswith((".gz", ".gzip"))
+
+
+class _CheckedGzip:
+    """A gzip reader whose truncation and CRC errors are DatasetErrors naming the file.
+
+    Python's own ``gzip`` reader checks the end-of-stream marker and the CRC (a reader
+    that stops at the end of the data would make a file cut mid-stream look like a
+    shorter dataset).
+    """
+
+    def __init__(self, raw: IO[bytes], path: str) -> None:
+        self._file = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._path = path
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._file.read(size)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise self._error(exc) from None
+
+    def readline(self, size: int = -1) -> bytes:
+        try:
+            return self._file.readline(size)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: BaseException) -> DatasetError:
+        if isinstance(exc, EOFError):
+            what = "is cut short: the gzip stream ends before its end-of-stream marker"
+        elif "crc" in str(exc).lower():
+            what = "is corrupt: its gzip CRC check failed"
+        else:
+            what = f"is not a valid gzip file ({exc})"
+        return DatasetError(
+            f"dataset file {self._path} {what}, so rows may be missing; re-create or re-download the file "
+            "(gzip -t checks it)."
+        )
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def open_checked_gzip(raw: IO[bytes], path: str) -> IO[bytes]:
+    """Wrap an undecompressed stream of a gzip file so a truncated or corrupt file raises DatasetError.
+
+    Args:
+        raw: the file's bytes as stored (open it without the file system's own decompression).
+        path: the file's path, for messages.
+
+    Returns:
+        A stream with ``read`` and ``readline`` over the decompressed bytes.
+    """
+    return _CheckedGzip(raw, path)  # type: ignore[return-value]
+
+
 def count_records(stream: IO[bytes], path: str, fmt: str) -> int:
     """How many records ``iter_records`` will yield for this JSONL or CSV file (failed ones included).
 
@@ -60,10 +140,26 @@ def count_records(stream: IO[bytes], path: str, fmt: str) -> int:
     return count
 
 
-def parquet_row_group_sizes(stream: IO[bytes]) -> list[int]:
-    """Rows per row group of a Parquet file (read from its footer only)."""
-    metadata = pq.ParquetFile(stream).metadata
+def parquet_row_group_sizes(stream: IO[bytes], path: str | None = None) -> list[int]:
+    """Rows per row group of a Parquet file (read from its footer only).
+
+    Raises:
+        DatasetError: two columns have the same name (reading would keep only the last).
+    """
+    parquet = pq.ParquetFile(stream)
+    _unique_columns(parquet.schema_arrow.names, path or str(getattr(stream, "name", "the Parquet file")))
+    metadata = parquet.metadata
     return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+
+
+def _unique_columns(names: Sequence[str], path: str) -> None:
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise DatasetError(
+            f"{path} has more than one column named {repeated[0]!r}"
+            + (f" (also {repeated[1:]})" if len(repeated) > 1 else "")
+            + "; only one value per name can be kept, so rename or drop the duplicates."
+        )
 
 
 def read_parquet_row_group(stream: IO[bytes], group: int) -> list[dict[str, Any]]:
@@ -112,6 +208,8 @@ def _starts_json_array(first_line: bytes) -> bool:
 def _json_object(text: str, where: str) -> Record:
     try:
         value = json.loads(text)
+    except RecursionError:  # nested thousands of levels deep: too deep for the parser itself
+        return None, _excerpt(text), f"{where} is nested more than {MAX_NESTING} levels deep (the limit); flatten it."
     except json.JSONDecodeError as exc:
         return (
             None,
@@ -132,6 +230,10 @@ def _iter_json_array(data: bytes, path: str) -> Iterator[Record]:
         rows = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path} starts with '[' but is not a valid JSON array: {exc}.") from None
+    except RecursionError:
+        raise DatasetError(
+            f"{path} is nested more than {MAX_NESTING} levels deep (the limit); flatten its rows."
+        ) from None
     for position, value in enumerate(rows):
         if isinstance(value, dict):
             yield value, None, None
@@ -156,6 +258,7 @@ def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
             return
         if any(_has_bad_bytes(name) for name in header):
             raise DatasetError(f"{path} line 1 (the header) is not valid UTF-8; re-encode the file as UTF-8.")
+        _unique_columns(header, f"{path} line 1 (the header)")
         for cells in reader:
             if not cells:
                 continue
@@ -182,6 +285,12 @@ def _iter_csv(stream: IO[bytes], path: str) -> Iterator[Record]:
             yield dict(zip(header, cells, strict=True)), None, None
     except csv.Error as exc:
         raise DatasetError(f"{path} line {reader.line_num} is not valid CSV: {exc}.") from None
+
+
+def _excerpt(text: str, limit: int = 200) -> str:
+    """The start of a raw record, for the ``item`` of a failed row (a huge one is not copied whole)."""
+    text = text.rstrip("\r\n")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _has_bad_bytes(text: str) -> bool:

@@ -50,6 +50,10 @@ class InputRow:
     item: Item | None
     raw: str | None = None
     failure: RowFailure | None = None
+    #: Which of the row's ``params.repeats`` samples this is (0 without repeats).
+    sample_index: int = 0
+    #: What was changed to make the row writable (text made valid UTF-8, ...): the ``notes`` column.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -62,6 +66,8 @@ class InferenceInfo:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     request_hash: str | None = None
+    #: True when the response came from the response store or the run's journal, not the endpoint.
+    cached: bool = False
 
 
 @dataclass(slots=True)
@@ -79,6 +85,7 @@ class EndpointReply:
         prompt_tokens: from the reply's usage, when reported.
         completion_tokens: from the reply's usage, when reported.
         failure_class: the classifier's name for the final failure (``fatal``, …).
+        cached: the reply came from the response store or the journal (no request sent).
     """
 
     sample: dict[str, Any] | None = None
@@ -90,6 +97,7 @@ class EndpointReply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     failure_class: str | None = None
+    cached: bool = False
 
 
 @dataclass(slots=True)
@@ -100,15 +108,19 @@ class CallUsage:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Calls answered from the response store or the journal (not sent, so not in ``requests``).
+    cache_hits: int = 0
 
     @classmethod
     def of_replies(cls, replies: dict[str, EndpointReply] | None) -> CallUsage | None:
-        """Sum the calls that reached the endpoint (a request that could not be built made none)."""
+        """Sum the calls that reached the endpoint (a request that could not be built made none) and the cache hits."""
         if not replies:
             return None
         usage = cls()
         for reply in replies.values():
-            if reply.attempts:
+            if reply.cached:
+                usage.cache_hits += 1
+            elif reply.attempts:
                 usage.record(reply.attempts, reply.prompt_tokens, reply.completion_tokens)
         return usage
 
@@ -125,6 +137,17 @@ class CallUsage:
         self.attempts += other.attempts
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cache_hits += other.cache_hits
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent (CONTRACT.md)."""
+        return {
+            "requests": self.requests,
+            "attempts": self.attempts,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cache": {"hits": self.cache_hits, "misses": self.requests},
+        }
 
 
 @dataclass(slots=True)
@@ -138,6 +161,8 @@ class GeneratedRow:
     failure: RowFailure | None = None
     inference: InferenceInfo | None = None
     metric_responses: dict[str, EndpointReply] | None = None
+    notes: list[str] = field(default_factory=list)
+    sample_index: int = 0
 
 
 @dataclass(slots=True)
@@ -153,6 +178,10 @@ class ScoredRow:
     labels: dict[str, str] = field(default_factory=dict)
     corpus_stats: dict[str, list[float]] | None = None
     metric_calls: CallUsage | None = None
+    notes: list[str] = field(default_factory=list)
+    sample_index: int = 0
+    #: text columns for debugging: ``id`` (with ``dataset.id_field``) and each metric's details.
+    details: dict[str, str | None] = field(default_factory=dict)
 
 
 def item_json(item: Item | None, raw: str | None) -> str:

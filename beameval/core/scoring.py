@@ -20,10 +20,17 @@ NAN = math.nan
 
 
 def metric_keys(configs: Sequence[MetricConfig]) -> list[str]:
-    """Unique metric keys: the type name, with ``_2``, ``_3``… for repeats (the reference's rule)."""
+    """Unique metric keys: a metric's ``name`` when set, else its type with ``_2``, ``_3``… for repeats.
+
+    The numbered form is the reference's rule; a ``name`` says which of two ``f1`` metrics
+    is which in every score name (``f1_strict.f1``). Names are checked unique at config time.
+    """
     seen: dict[str, int] = {}
     keys = []
     for config in configs:
+        if config.name is not None:
+            keys.append(config.name)
+            continue
         seen[config.type] = seen.get(config.type, 0) + 1
         keys.append(config.type if seen[config.type] == 1 else f"{config.type}_{seen[config.type]}")
     return keys
@@ -34,14 +41,19 @@ class RowScorer:
 
     Args:
         configs: the validated metric configs, in config order.
+        id_field: the dataset field that identifies a row (``dataset.id_field``), kept as ``id``.
     """
 
-    def __init__(self, configs: Sequence[MetricConfig]) -> None:
+    def __init__(self, configs: Sequence[MetricConfig], id_field: str | None = None) -> None:
         self.metrics: list[tuple[str, Metric[Any]]] = [
             (key, resolve(config, key)) for key, config in zip(metric_keys(configs), configs, strict=True)
         ]
         self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
         self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
+        self._id_field = id_field
+        self.detail_names = (["id"] if id_field else []) + [
+            f"{key}.{name}" for key, metric in self.metrics for name in metric.detail_names()
+        ]
         self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:
@@ -66,7 +78,27 @@ class RowScorer:
             labels=labels,
             corpus_stats=corpus,
             metric_calls=CallUsage.of_replies(row.metric_responses),
+            sample_index=row.sample_index,
+            details=self._details(row),
         )
+
+    def _details(self, row: GeneratedRow) -> dict[str, str | None]:
+        """``id`` and every metric's details, also for failed rows (that is when they help most)."""
+        details: dict[str, str | None] = {}
+        if self._id_field is not None:
+            value = row.item.get(self._id_field) if row.item is not None else None
+            details["id"] = None if value is None else str(value)
+        if row.item is None:
+            return details
+        ctx = MetricContext(row.item, row.sample, row.metric_responses)
+        for key, metric in self.metrics:
+            if metric.detail_names():
+                try:
+                    found = metric.row_details(ctx)
+                except Exception:  # noqa: BLE001 - details are for debugging; they never fail a row
+                    found = {}
+                details.update({f"{key}.{name}": found.get(name) for name in metric.detail_names()})
+        return details
 
     def _score_metrics(self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]) -> RowFailure | None:
         failure: RowFailure | None = None

@@ -7,7 +7,6 @@ sums of their sufficient statistics, and only the lowest-indexed failure is kept
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -66,7 +65,9 @@ class RunSummary:
                 failure = row.failure
                 self._keep_first(FirstFailure(row.row_index, failure.phase, failure.metric, failure.text))
         info = row.inference
-        if info.attempts is not None:
+        if info.cached:  # answered from the response store or the journal: a hit, not a request
+            self.target_calls.cache_hits += 1
+        elif info.attempts is not None:
             self.target_calls.record(info.attempts, info.prompt_tokens, info.completion_tokens)
             if info.latency_s is not None:
                 self.latency_ms.add(info.latency_s * 1000.0)
@@ -115,9 +116,9 @@ class RunSummary:
                 "message": self.first_failure.message,
             },
             "usage": {
-                **dataclasses.asdict(self.target_calls),  # requests, attempts, prompt and completion tokens
+                **self.target_calls.as_dict(),  # requests, attempts, tokens, cache hits and misses
                 "latency_ms": {key: latency[key] for key in ("count", "mean", "min", "max", "percentiles")},
-                "metric_calls": dataclasses.asdict(self.metric_calls),
+                "metric_calls": self.metric_calls.as_dict(),
             },
         }
 

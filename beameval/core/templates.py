@@ -5,7 +5,9 @@ that is exactly one ``{{ expression }}`` yields the expression's native value; a
 string renders to text; a template mentioning ``tojson`` has its output JSON-decoded;
 dicts and lists render element-wise. Unlike the reference, templates are compiled once
 per worker (the reference recompiles per row, ~25-30% of its CPU) and constant strings
-skip Jinja entirely.
+skip Jinja entirely. Templates run in an immutable sandbox with a budget per render
+(:mod:`beameval.core.sandbox`): they cannot change the row, and a render that loops or
+grows without bound fails its row instead of hanging the run.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, UndefinedError
+from jinja2 import TemplateSyntaxError, Undefined, UndefinedError
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
 
 from beameval.core.errors import TemplateError
+from beameval.core.sandbox import ENV, REMOVED_GLOBALS, RenderBudget, RenderBudgetExceeded, check_output
 
 __all__ = ["Template", "metric_context", "render_text"]
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+_ENV = ENV
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _MISSING = object()
 _MISSING_ATTR = re.compile(r"has no attribute '([^']+)'|'([^']+)' is undefined")
@@ -62,7 +64,14 @@ class Template:
             TemplateError: a referenced variable is missing, or sandboxed code was blocked.
         """
         try:
-            return self._render(context)
+            with RenderBudget():
+                return self._render(context)
+        except RenderBudgetExceeded as exc:
+            raise TemplateError(f"template '{self.name}' exceeded its rendering budget: {exc}.") from None
+        except RecursionError:
+            raise TemplateError(
+                f"template '{self.name}' recursed too deeply (a macro calling itself without end?)."
+            ) from None
         except UndefinedError as exc:
             raise TemplateError(_missing_message(self.name, exc, context)) from None
         except SecurityError as exc:
@@ -126,6 +135,8 @@ def _compile(source: Any, name: str) -> Any:
 
             def render_expression(ctx: Mapping[str, Any]) -> Any:
                 value = compiled(**ctx)
+                if isinstance(value, str):
+                    check_output(len(value))
                 if isinstance(value, Undefined):
                     str(value)  # StrictUndefined raises UndefinedError with the missing name
                 if decode_json and isinstance(value, str):
@@ -139,7 +150,14 @@ def _compile(source: Any, name: str) -> Any:
         raise TemplateError(f"template '{name}' has a syntax error at line {exc.lineno}: {exc.message}") from None
 
     def render_string(ctx: Mapping[str, Any]) -> Any:
-        text = compiled_template.render(ctx)
+        # Streamed and counted, so a loop printing without end stops at the budget, not at the memory limit.
+        chunks = []
+        size = 0
+        for chunk in compiled_template.generate(ctx):
+            size += len(chunk)
+            check_output(size)
+            chunks.append(chunk)
+        text = "".join(chunks)
         if decode_json:
             try:
                 return json.loads(text)
@@ -209,6 +227,8 @@ def _json_or_text(value: str) -> Any:
 def _missing_message(name: str, exc: UndefinedError, context: Mapping[str, Any]) -> str:
     match = _MISSING_ATTR.search(str(exc))
     missing = next((g for g in match.groups() if g), None) if match else None
+    if missing in REMOVED_GLOBALS:
+        return f"template '{name}' uses {missing}(), which is not available in templates (it only makes filler text)."
     item = context.get("item")
     sample = context.get("sample")
     item_keys = sorted(item) if isinstance(item, Mapping) else []

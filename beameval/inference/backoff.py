@@ -6,10 +6,21 @@ from typing import Protocol
 
 from beameval.inference.classify import Failure
 
-__all__ = ["BACKOFF_BASE_S", "BACKOFF_CAP_S", "RandomSource", "backoff_delay", "retry_wait"]
+__all__ = [
+    "BACKOFF_BASE_S",
+    "BACKOFF_CAP_S",
+    "MAX_RETRY_WAIT_S",
+    "RandomSource",
+    "backoff_delay",
+    "retry_wait",
+    "wait_too_long",
+]
 
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 15.0
+#: The longest single wait between attempts (``params.max_retry_wait``): a ``Retry-After: 86400`` must not
+#: park a row, or the whole run, for a day.
+MAX_RETRY_WAIT_S = 120.0
 
 
 class RandomSource(Protocol):
@@ -40,16 +51,27 @@ def backoff_delay(attempt: int, rng: RandomSource, base: float = BACKOFF_BASE_S,
     return rng.random() * ceiling
 
 
-def retry_wait(failure: Failure, attempt: int, rng: RandomSource) -> float:
-    """Seconds to wait before retrying: never less than the server's ``Retry-After``.
+def retry_wait(failure: Failure, attempt: int, rng: RandomSource, max_wait: float = MAX_RETRY_WAIT_S) -> float:
+    """Seconds to wait before retrying: never less than the server's ``Retry-After``, never more than ``max_wait``.
 
     Args:
         failure: the classified failure of the attempt that just failed.
         attempt: how many attempts have failed so far (1-based).
         rng: the random source.
+        max_wait: the cap on any one wait (a longer ``Retry-After`` should fail the
+            attempt instead; see ``wait_too_long``).
 
     Returns:
-        ``max(failure.retry_after or 0, backoff_delay(attempt, rng))``.
+        ``min(max_wait, max(failure.retry_after or 0, backoff_delay(attempt, rng)))``.
 
     """
-    return max(failure.retry_after or 0.0, backoff_delay(attempt, rng))
+    return min(max_wait, max(failure.retry_after or 0.0, backoff_delay(attempt, rng)))
+
+
+def wait_too_long(failure: Failure, max_wait: float = MAX_RETRY_WAIT_S) -> bool:
+    """True when the server asks for a longer wait than ``max_wait``: the attempt then fails at once.
+
+    Waiting less than the server asked would only earn another refusal, and waiting a
+    ``Retry-After: 86400`` would hang the run; giving up is the honest answer.
+    """
+    return failure.retry_after is not None and failure.retry_after > max_wait

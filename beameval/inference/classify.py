@@ -5,17 +5,17 @@ from __future__ import annotations
 import errno
 import json
 import math
-import re
 import time
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import aiohttp
 
+from beameval.core.redaction import redact_text, redact_url
 from beameval.inference.errors import FailureClass, MalformedResponseError, ResponseError
 
 __all__ = [
@@ -31,11 +31,7 @@ __all__ = [
 _HARD_OVERLOAD = frozenset({429, 503})
 _TRANSIENT = frozenset({408, 500, 502, 504})
 _EXCERPT = 200
-_AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie", "signature", "sig")
-_SECRET_PATTERNS = (
-    (re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"), r"\1***"),
-    (re.compile(r"\b(sk|nvapi|pk|rk)-[A-Za-z0-9_\-]{6,}"), r"\1-***"),
-)
+_REDACT_MARGIN = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +115,7 @@ def classify(
     if isinstance(cause, BaseException):
         failure = _classify_exception(cause, url, where)
     else:
-        failure = _classify_status(int(cause), where, headers, body, now)
+        failure = _classify_status(int(cause), where, headers, body, now, secrets)
     message = redact(one_line(failure.message), secrets)
     if message is failure.message:
         return failure
@@ -132,6 +128,7 @@ def _classify_status(
     headers: Mapping[str, str] | None,
     body: bytes | str | None,
     now: float | None,
+    secrets: Iterable[str] = (),
 ) -> Failure:
     retry_after = parse_retry_after(headers.get("retry-after"), now) if headers is not None else None
     try:
@@ -143,7 +140,7 @@ def _classify_status(
         return Failure("hard_overload", True, retry_after, status, f"HTTP {status}{phrase}{where}{suffix}")
     if status in _TRANSIENT:
         return Failure("transient", True, retry_after, status, f"HTTP {status}{phrase}{where}{suffix}")
-    excerpt = _excerpt(body)
+    excerpt = _excerpt(body, secrets)
     detail = f": {excerpt}" if excerpt else ""
     return Failure("fatal", False, None, status, f"HTTP {status}{phrase}{where}{detail}")
 
@@ -242,11 +239,13 @@ def _host(url: str | None) -> str:
     return parts.netloc.rsplit("@", 1)[-1] or url
 
 
-def _excerpt(body: bytes | str | None) -> str:
+def _excerpt(body: bytes | str | None, secrets: Iterable[str] = ()) -> str:
+    """The first 200 characters of the body, redacted first: a key straddling the cut must not leak in part."""
     if body is None:
         return ""
     text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body)
-    text = one_line(text)
+    # Redact a generous prefix, then cut: any secret crossing the cut is inside the prefix whole.
+    text = redact_text(one_line(text[: _EXCERPT + _REDACT_MARGIN]), secrets)
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
 
 
@@ -258,29 +257,13 @@ def one_line(text: str) -> str:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Mask API keys, bearer tokens and the given literal secrets in a message.
+    """Mask API keys, bearer tokens and the given literal secrets in a message (``redaction.redact_text``).
 
     Returns ``text`` itself (same object) when nothing needed masking.
     """
-    result = text
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in result:
-            result = result.replace(secret, "***")
-    for pattern, replacement in _SECRET_PATTERNS:
-        if pattern.search(result):
-            result = pattern.sub(replacement, result)
-    return result
+    return redact_text(text, secrets)
 
 
 def safe_url(url: str) -> str:
-    """Return the URL without user-info, and with auth-like query values masked."""
-    if "@" not in url and "?" not in url:
-        return url
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        masked = [(k, "***" if any(w in k.lower() for w in _AUTH_WORDS) else v) for k, v in pairs]
-        query = urlencode(masked, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """Return the URL without user-info, and with auth-like query values masked (``redaction.redact_url``)."""
+    return redact_url(url)

@@ -13,7 +13,7 @@ from collections import deque
 from typing import ClassVar
 
 from beameval.core.errors import EndpointError
-from beameval.inference.backoff import RandomSource
+from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource
 from beameval.inference.counters import CounterSnapshot, EngineCounters
 from beameval.inference.http_client import HttpClient
 from beameval.inference.limiter import AdaptiveLimiter
@@ -63,12 +63,14 @@ class InferenceEngine:
         request_timeout: float | None,
         *,
         rng: RandomSource | None = None,
+        max_retry_wait: float = MAX_RETRY_WAIT_S,
     ) -> None:
         self.endpoint_key = handler.endpoint_key
         self._registry_key = self.endpoint_key
         self.parallelism = parallelism
         self.max_retries = max_retries
         self.request_timeout = request_timeout or DEFAULT_TIMEOUT_S
+        self.max_retry_wait = max_retry_wait
         self._loop = background_loop()
         self._client = HttpClient(
             parallelism,
@@ -96,6 +98,7 @@ class InferenceEngine:
         parallelism: int,
         max_retries: int,
         request_timeout: float | None,
+        max_retry_wait: float = MAX_RETRY_WAIT_S,
     ) -> InferenceEngine:
         """Return this process's engine for ``handler.endpoint_key``, creating it on first use.
 
@@ -104,6 +107,7 @@ class InferenceEngine:
             parallelism: the most requests in flight to the endpoint from this process.
             max_retries: default retries per request.
             request_timeout: seconds per attempt (None: 600 s).
+            max_retry_wait: the longest wait between attempts (``params.max_retry_wait``).
 
         Returns:
             The shared engine for this endpoint, concurrency limit and timeout (a process
@@ -111,14 +115,15 @@ class InferenceEngine:
             ``max_retries`` is only a default, callers pass their own per request).
 
         """
-        key = f"{handler.endpoint_key}|{parallelism}|{request_timeout}|{handler.ca_bundle}|{handler.max_response_bytes}"
+        settings = (parallelism, request_timeout, handler.ca_bundle, handler.max_response_bytes, max_retry_wait)
+        key = "|".join(map(str, (handler.endpoint_key, *settings)))
         with cls._registry_lock:
             if cls._registry_pid != os.getpid():  # forked: the parent's engines are not ours
                 cls._registry = {}
                 cls._registry_pid = os.getpid()
             engine = cls._registry.get(key)
             if engine is None or engine._closed:
-                engine = cls(handler, parallelism, max_retries, request_timeout)
+                engine = cls(handler, parallelism, max_retries, request_timeout, max_retry_wait=max_retry_wait)
                 engine._registry_key = key
                 cls._registry[key] = engine
             return engine
@@ -225,7 +230,9 @@ class InferenceEngine:
     def _policy(self, max_retries: int) -> RetryPolicy:
         policy = self._policies.get(max_retries)
         if policy is None:
-            policy = self._policies[max_retries] = RetryPolicy(max_retries=max_retries, rng=self._rng)
+            policy = self._policies[max_retries] = RetryPolicy(
+                max_retries=max_retries, rng=self._rng, max_wait=self.max_retry_wait
+            )
         return policy
 
     def _drain(self) -> None:

@@ -22,12 +22,15 @@ class PreparedRequest:
         body: the JSON body.
         headers: request headers; shared by all requests of a handler, so treat it as
             read-only. May hold the Authorization header: never log it.
+        sample_index: which of a row's repeated samples this is (``params.repeats``); part
+            of the response key, never sent.
 
     """
 
     url: str
     body: dict[str, Any]
     headers: Mapping[str, str]
+    sample_index: int = 0
 
 
 def _json_default(value: Any) -> Any:

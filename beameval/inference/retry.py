@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from beameval.core.errors import EndpointError
-from beameval.inference.backoff import RandomSource, retry_wait
+from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource, retry_wait, wait_too_long
 from beameval.inference.classify import Failure, classify, safe_url
 from beameval.inference.limiter import AdaptiveLimiter
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries"]
+__all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries", "header_secrets"]
+
+#: Headers whose values are never secrets; every other configured header value is masked in messages.
+_PLAIN_HEADERS = frozenset({"content-type", "accept", "accept-encoding", "user-agent", "content-encoding"})
 
 
 class Reply(Protocol):
@@ -51,6 +54,8 @@ class RetryPolicy:
         rng: the jitter source.
         sleep: awaited between attempts (inject a fake in tests).
         clock: a monotonic clock in seconds, for latency.
+        max_wait: the longest wait between attempts (``params.max_retry_wait``); a
+            ``Retry-After`` longer than this fails the request at once.
 
     """
 
@@ -58,6 +63,7 @@ class RetryPolicy:
     rng: RandomSource = field(default_factory=random.Random)
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     clock: Callable[[], float] = time.perf_counter
+    max_wait: float = MAX_RETRY_WAIT_S
 
 
 async def call_with_retries(
@@ -97,7 +103,7 @@ async def call_with_retries(
     digest = request_hash_from_bytes(url, content)
     same = client_headers is not None and (prepared.headers is client_headers or prepared.headers == client_headers)
     headers = None if same else prepared.headers
-    secrets = handler.secrets
+    secrets = (*handler.secrets, *header_secrets(handler.headers))
     clock = policy.clock
     max_attempts = policy.max_retries + 1
     classes: list[str] = []
@@ -134,6 +140,8 @@ async def call_with_retries(
         if failure is None:
             assert sample is not None
             usage = sample.get("usage")
+            if not isinstance(usage, dict):  # a reply's "usage" may be anything; counts are checked downstream
+                usage = None
             return Outcome(
                 sample,
                 None,
@@ -152,10 +160,32 @@ async def call_with_retries(
             digest = request_hash_from_bytes(url, content)
             max_attempts += 1
             continue
+        if failure.retryable and attempt < max_attempts and wait_too_long(failure, policy.max_wait):
+            error = _wait_refused(failure, attempt, policy.max_wait, status)
+            return Outcome(None, error, status, attempt, clock() - started, digest, None, None, tuple(classes))
         if not failure.retryable or attempt >= max_attempts:
             error = _final_error(failure, attempt, url, status)
             return Outcome(None, error, status, attempt, clock() - started, digest, None, None, tuple(classes))
-        await policy.sleep(retry_wait(failure, attempt, policy.rng))
+        await policy.sleep(retry_wait(failure, attempt, policy.rng, policy.max_wait))
+
+
+def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of the headers sent that may be secrets (all but the standard content headers), to mask."""
+    return tuple(value for name, value in headers.items() if name.lower() not in _PLAIN_HEADERS)
+
+
+def _wait_refused(failure: Failure, attempts: int, max_wait: float, status: int | None) -> EndpointError:
+    """The endpoint asked for a longer wait than the run allows: fail now, quoting what it asked."""
+    assert failure.retry_after is not None
+    return EndpointError(
+        f"{failure.message}: the endpoint asked to wait {failure.retry_after:g} s before retrying "
+        f"(Retry-After), longer than params.max_retry_wait ({max_wait:g} s), so the request was given up "
+        f"after {attempts} attempt{'s' if attempts != 1 else ''}.",
+        status=failure.status if failure.status is not None else status,
+        failure_class=failure.failure_class,
+        attempts=attempts,
+        hint="Rerun later, or raise params.max_retry_wait to wait that long.",
+    )
 
 
 def _final_error(failure: Failure, attempts: int, url: str, status: int | None) -> EndpointError:

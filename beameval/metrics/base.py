@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, NamedTuple, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from beameval.config.access import EndpointAccess
 from beameval.core.errors import MetricError
@@ -45,6 +45,8 @@ class MetricConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: str
+    #: The metric's key in score names (``<name>.<output>``); default: the type, numbered when repeated.
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]+$", max_length=64)] | None = None
     description: str | None = None
     labels: dict[str, str] | None = None
 
@@ -120,6 +122,14 @@ class Metric(ABC, Generic[ConfigT]):
             MetricError: the row cannot be scored.
             TemplateError: a template of the metric failed on this row.
         """
+
+    def detail_names(self) -> list[str]:
+        """Names of text details kept in ``rows/`` for debugging (``<key>.<name>`` columns)."""
+        return []
+
+    def row_details(self, ctx: MetricContext) -> dict[str, str | None]:
+        """This row's details (what the judge replied, which calls were predicted); never raises."""
+        return {}
 
     # Corpus metrics override the three methods below.
     def corpus_output_names(self) -> list[str]:

@@ -36,6 +36,7 @@ instead), and ``optional_fields``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -243,6 +244,18 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
                 reasons.append(f"{score.name}: {result.reason}")
         out[NAN_REASON] = "; ".join(reasons)
         return out
+
+    def detail_names(self) -> list[str]:
+        return ["reply"]
+
+    def row_details(self, ctx: MetricContext) -> dict[str, str | None]:
+        """The judge's reply as JSON (``{"text", "model"}``), or None when the row has none."""
+        reply = ctx.responses.get(self.key) if ctx.responses is not None else None
+        if reply is None or reply.sample is None:
+            return {"reply": None}
+        response = reply.sample.get("response")
+        model = response.get("model") if isinstance(response, Mapping) else None
+        return {"reply": json.dumps({"text": reply.sample.get("output_text"), "model": model})}
 
     def _all_nan(self, reason: str) -> dict[str, float | str]:
         out: dict[str, float | str] = {}

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from beameval.core.errors import MetricError
+from beameval.core.errors import EvaluatorError, MetricError
 from beameval.core.templates import Template
 from beameval.metrics.base import Metric, MetricConfig, MetricContext, register
 
@@ -78,6 +78,21 @@ class ToolCalling(Metric[ToolCallingConfig]):
                     ) from None
             calls[name] = {} if arguments is None else arguments
         return calls
+
+    def detail_names(self) -> list[str]:
+        return ["predicted_calls"]
+
+    def row_details(self, ctx: MetricContext) -> dict[str, str | None]:
+        """The predicted calls as JSON (``[{"name", "arguments"}]``), or None when there are none to read."""
+        try:
+            calls = self._predicted_calls(ctx)
+        except EvaluatorError:
+            return {"predicted_calls": None}
+        return {
+            "predicted_calls": json.dumps(
+                [{"name": name, "arguments": arguments} for name, arguments in calls], default=str
+            )
+        }
 
     def _predicted_calls(self, ctx: MetricContext) -> list[tuple[str, Any]]:
         """Read every predicted (name, decoded arguments) from ``choices[0].message.tool_calls``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-__all__ = ["Moments", "exact_moments", "safe_fsum"]
+__all__ = ["ExactSum", "Moments", "exact_add", "exact_moments", "safe_fsum"]
 
 
 def safe_fsum(values: list[float]) -> float:
@@ -125,3 +125,62 @@ class Moments:
         self.mean += delta * n / combined
         self.m2 += m2 + delta * delta * (self.n * n / combined)
         self.n = combined
+
+
+def exact_add(partials: list[float], x: float) -> None:
+    """Add ``x`` to non-overlapping partials in place, exactly (Shewchuk 1997, Python's ``msum`` recipe).
+
+    Args:
+        partials: the partials of a sum so far (``math.fsum(partials)`` is its value).
+        x: a finite float.
+
+    """
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+class ExactSum:
+    """An exactly mergeable sum of finite floats: Shewchuk's non-overlapping partials.
+
+    ``math.fsum`` keeps the same partials internally but cannot merge two sums; here the
+    partials are kept, so adding values or merging sums in any order gives exactly the
+    same (correctly rounded) :attr:`value`. A handful of floats in practice.
+    """
+
+    __slots__ = ("partials",)
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+
+    @property
+    def value(self) -> float:
+        """The correctly rounded sum."""
+        return math.fsum(self.partials)
+
+    def add(self, x: float) -> None:
+        """Add one finite value exactly (see :func:`exact_add`).
+
+        Args:
+            x: a finite float.
+
+        """
+        exact_add(self.partials, x)
+
+    def merge(self, other: ExactSum) -> None:
+        """Fold another sum in exactly (``other`` is not modified).
+
+        Args:
+            other: the sum to absorb.
+
+        """
+        for part in other.partials:
+            self.add(part)

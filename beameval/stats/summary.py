@@ -40,6 +40,7 @@ from typing import Any
 
 from beameval.stats.distribution import histogram, percentiles
 from beameval.stats.fields import base_statistics as _base_statistics
+from beameval.stats.intervals import null_uncertainty, uncertainty
 from beameval.stats.moments import Moments, exact_moments
 from beameval.stats.sketch import DEFAULT_ALPHA, DEFAULT_MAX_BUCKETS, DDSketch
 
@@ -200,18 +201,33 @@ class ScoreAccumulator:
             self._flush()
         return self
 
-    def result(self, name: str) -> dict[str, Any]:
+    @property
+    def binary(self) -> bool:
+        """True when at least one value was added and every one is 0 or 1 (the Wilson interval applies)."""
+        return bool(self.counts) and self.counts is not None and self.counts.keys() <= {0.0, 1.0}
+
+    def finite_moments(self) -> tuple[int, float, float]:
+        """``(n, total, m2)`` of the finite values: their count, sum and sum of squared deviations."""
+        if self.counts is not None:
+            return exact_moments(self.counts.items())
+        self._flush()
+        moments = self._sketch_parts()[1]
+        return moments.n, moments.total, moments.m2
+
+    def result(self, name: str, confidence_level: float = 0.95) -> dict[str, Any]:
         """Build the contract's ``AggregateRangeScore`` dict, plus ``method``.
 
         Args:
             name: the score name, ``<metric key>.<output name>``.
+            confidence_level: the coverage of the interval (``statistics.confidence_level``).
 
         Returns:
             name, score_type, count, nan_count, sum, mean, min, max, std_dev, variance,
-            percentiles, histogram and method, JSON-serialisable, with no NaN.
+            sample_variance, sample_std_dev, stderr, ci_low, ci_high, ci_method,
+            confidence_level, percentiles, histogram and method, JSON-serialisable, with no NaN.
 
         """
-        out = self.base_statistics(name, "range")
+        out = self.base_statistics(name, "range", confidence_level)
         count = out["count"]
         if not count:
             out.update(percentiles=None, histogram={"bins": []}, method="exact")
@@ -227,15 +243,18 @@ class ScoreAccumulator:
         out["method"] = self.method
         return out
 
-    def base_statistics(self, name: str, score_type: str) -> dict[str, Any]:
+    def base_statistics(self, name: str, score_type: str, confidence_level: float = 0.95) -> dict[str, Any]:
         """Build the fields shared by range and rubric aggregates (no percentiles).
 
         Args:
             name: the score name.
             score_type: ``"range"`` or ``"rubric"``.
+            confidence_level: the coverage of the interval.
 
         Returns:
-            name, score_type, count, nan_count, sum, mean, min, max, std_dev, variance.
+            name, score_type, count, nan_count, sum, mean, min, max, std_dev, variance, and
+            the naive uncertainty fields of ``beameval.stats.intervals.uncertainty`` (all
+            None but confidence_level when an infinity is present).
 
         """
         if self.counts is not None:
@@ -249,7 +268,12 @@ class ScoreAccumulator:
             n, total, m2 = moments.n, moments.total, moments.m2
             infinities = (sketch.pos_inf, sketch.neg_inf)
             bounds = (self._min, self._max)
-        return _base_statistics(name, score_type, n, total, m2, infinities, bounds, self.nan_count)
+        out = _base_statistics(name, score_type, n, total, m2, infinities, bounds, self.nan_count)
+        if any(infinities):
+            out.update(null_uncertainty(confidence_level))
+        else:
+            out.update(uncertainty(n, total, m2, self.binary, confidence_level))
+        return out
 
     def _to_sketch(self) -> None:
         """Switch to sketch mode, seeding the sketch and moments from the exact map."""
@@ -310,6 +334,6 @@ def merge(accs: Iterable[ScoreAccumulator]) -> ScoreAccumulator:
     return first
 
 
-def result(acc: ScoreAccumulator, name: str) -> dict[str, Any]:
+def result(acc: ScoreAccumulator, name: str, confidence_level: float = 0.95) -> dict[str, Any]:
     """Return the ``AggregateRangeScore`` dict of ``acc`` (see :meth:`ScoreAccumulator.result`)."""
-    return acc.result(name)
+    return acc.result(name, confidence_level)

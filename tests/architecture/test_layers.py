@@ -30,7 +30,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``module`` imports (a package counts as its ``__init__``)."""
+    """The project modules ``module`` imports, with the packages whose ``__init__`` that runs."""
     is_package = path.name == "__init__.py"
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -47,8 +47,10 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
         for name in names:
             while name and name not in known:
                 name = name.rpartition(".")[0]
-            if name and name != module:
-                targets.add(name)
+            while name:  # importing a.b.c runs a/__init__ and a/b/__init__ first
+                if name != module and name in known and not module.startswith(name + "."):
+                    targets.add(name)
+                name = name.rpartition(".")[0]
     return targets
 
 

@@ -54,5 +54,11 @@ def test_merge_in_any_order_gives_the_same_usage_and_first_failure() -> None:
     assert expected["first_failure"]["message"] == "late"  # row 1 is the lowest failed row_index
     usage = expected["usage"]
     assert (usage["requests"], usage["attempts"], usage["prompt_tokens"], usage["completion_tokens"]) == (4, 10, 6, 6)
-    assert usage["metric_calls"] == {"requests": 2, "attempts": 4, "prompt_tokens": 15, "completion_tokens": 3}
+    assert usage["metric_calls"] == {
+        "requests": 2,
+        "attempts": 4,
+        "prompt_tokens": 15,
+        "completion_tokens": 3,
+        "cache": {"hits": 0, "misses": 2},
+    }
     assert (usage["latency_ms"]["min"], usage["latency_ms"]["max"]) == (100.0, 400.0)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from beameval.config import parse_config
+from beameval.config.schema import parse_config
 from beameval.core.errors import ConfigError, MetricError
 from beameval.core.records import EndpointReply
 from beameval.metrics.base import EndpointMetric, MetricContext

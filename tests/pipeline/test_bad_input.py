@@ -119,9 +119,9 @@ def test_missing_template_field_names_the_field_and_the_keys(write_jsonl, run_ev
     path = write_jsonl([{"question": "q", "output": "a"}])
     result = run_eval(offline(path))
     assert result.code == 2
-    assert "template 'reference' references a field the row does not have: 'answer'" in result.stderr
-    assert "item keys: ['output', 'question']" in result.stderr
-    assert str(path) in result.stderr  # preflight names the file whose first row fails
+    assert "metrics.0.reference reads item.answer, which none of the first 1 row(s) has" in result.stderr
+    assert "the rows have: output, question" in result.stderr
+    assert str(path) in result.stderr  # preflight names the file whose rows lack it
     no_traceback(result)
 
 
@@ -134,8 +134,10 @@ def test_missing_prompt_field_fails_before_any_request(write_jsonl, run_eval):
     }
     result = run_eval(config)
     assert result.code == 2
-    assert "template 'prompt_template' references a field the row does not have: 'question'" in result.stderr
-    assert "item keys: ['answer']" in result.stderr
+    assert (
+        "prompt_template.messages.0.content reads item.question, which none of the first 1 row(s) has" in result.stderr
+    )
+    assert "the rows have: answer" in result.stderr
     no_traceback(result)
 
 
@@ -315,7 +317,7 @@ def test_limit_zero_or_not_a_number(tmp_path, capsys, write_jsonl):
 def test_unreachable_endpoint_fails_fast_naming_host_and_port(write_jsonl, run_eval):
     port = free_port()
     config = {
-        **offline(write_jsonl([{"question": "q", "answer": "a"}])),
+        **offline(write_jsonl([{"question": "q", "answer": "a", "output": "a"}])),
         "target": {"model": {"url": f"http://127.0.0.1:{port}/v1", "name": "m", "format": "openai"}},
         "prompt_template": "{{ item.question }}",
     }

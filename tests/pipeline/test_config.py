@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from beameval.config import parse_config
+from beameval.config.schema import parse_config
 from beameval.core.errors import ConfigError
 from pipeline.config import load_config
 

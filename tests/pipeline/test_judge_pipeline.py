@@ -54,7 +54,13 @@ def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_t
     # The judge's calls are costed apart: prompts of 4+4+4+6 words ("Madrid, I think"), replies of 6+4+5+4.
     usage = result.results["usage"]
     assert (usage["requests"], usage["attempts"]) == (4, 4)
-    assert usage["metric_calls"] == {"requests": 4, "attempts": 4, "prompt_tokens": 18, "completion_tokens": 19}
+    assert usage["metric_calls"] == {
+        "requests": 4,
+        "attempts": 4,
+        "prompt_tokens": 18,
+        "completion_tokens": 19,
+        "cache": {"hits": 0, "misses": 4},
+    }
     quality = result.score("llm-judge.quality")
     assert quality["score_type"] == "rubric"
     assert (quality["count"], quality["nan_count"], quality["mean"]) == (3, 1, 2 / 3)

@@ -1,4 +1,10 @@
-"""The default local runner needs no network: a run with every non-loopback connection blocked."""
+"""The local runner needs no network: runs with every non-loopback connection blocked.
+
+Both the default (no ``--runner``) and ``--runner=DirectRunner`` (what Airflow's Beam
+operator passes, and what Beam 2.77 would answer by first fetching Prism from GitHub) run
+on the project's local engine, make no attempt to reach another host, and give the same
+results.
+"""
 
 import json
 import os
@@ -37,6 +43,19 @@ GUARD = textwrap.dedent(
 )
 
 
+def _run_offline(tmp_path: Path, env: dict[str, str], config: Path, name: str, *extra: str) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipeline.run", "--config", str(config), "--output", str(tmp_path / name), *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads((tmp_path / name / "results.json").read_text())
+
+
 def test_local_run_makes_no_network_attempts(tmp_path, write_jsonl):
     (tmp_path / "guard").mkdir()
     (tmp_path / "guard" / "sitecustomize.py").write_text(GUARD)
@@ -60,20 +79,16 @@ def test_local_run_makes_no_network_attempts(tmp_path, write_jsonl):
         "PYTHONPATH": os.pathsep.join([str(tmp_path / "guard"), str(ROOT)]),
         "NETWORK_ATTEMPTS_LOG": str(log),
     }
-    completed = subprocess.run(
-        [sys.executable, "-m", "pipeline.run", "--config", str(config), "--output", str(tmp_path / "out")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["counts"] == {"rows": 2, "ok": 2, "errors": 0}
-    assert results["run"]["runner"] == "FnApiRunner"
+    default = _run_offline(tmp_path, env, config, "out")
+    direct = _run_offline(tmp_path, env, config, "out-direct", "--runner=DirectRunner")
     attempts = log.read_text() if log.exists() else ""
-    assert attempts == "", f"the local run tried to reach the network:\n{attempts}"
+    assert attempts == "", f"a local run tried to reach the network:\n{attempts}"
+    for results in (default, direct):
+        assert results["counts"] == {"rows": 2, "ok": 2, "errors": 0}
+        assert results["run"]["runner"] == "FnApiRunner"  # DirectRunner ran on the same engine
+    em = next(s for s in default["aggregate_scores"]["scores"] if s["name"] == "exact-match.exact-match")
+    assert (em["count"], em["sum"]) == (2, 1.0)  # "paris" matches "Paris", "Milan" does not match "Rome"
+    assert direct["aggregate_scores"] == default["aggregate_scores"]
     # The guard itself works: a connection to a public address is refused and recorded.
     probe = subprocess.run(
         [sys.executable, "-c", "import socket; socket.create_connection(('93.184.216.34', 80), timeout=1)"],

@@ -40,15 +40,35 @@ def bind_localhost(add_insecure_port):
     return add
 
 
+def honour_num_workers(run_via_runner_api):
+    """Make the job service's FnApiRunner start ``--direct_num_workers`` SDK workers, as Flink's parallelism would.
+
+    Beam's Python job service calls ``run_via_runner_api`` directly, which always uses one
+    worker; a job that sets no ``--direct_num_workers`` is unaffected.
+    """
+
+    def run(self, proto, options):
+        from apache_beam.options.pipeline_options import DirectOptions
+
+        workers = options.view_as(DirectOptions).direct_num_workers  # a string once it crossed the job API
+        self._num_workers = int(workers) if workers else self._num_workers
+        return run_via_runner_api(self, proto, options)
+
+    return run
+
+
 # The job service: Beam's local_job_service_main with the same loopback-only binds.
 JOB_SERVICE = "\n".join(
     [
         "import signal, sys",
         "import grpc._server",
         "from apache_beam.runners.portability import local_job_service_main",
+        "from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner",
         inspect.getsource(loopback),
         inspect.getsource(bind_localhost),
+        inspect.getsource(honour_num_workers),
         "grpc._server._Server.add_insecure_port = bind_localhost(grpc._server._Server.add_insecure_port)",
+        "FnApiRunner.run_via_runner_api = honour_num_workers(FnApiRunner.run_via_runner_api)",
         "signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))",
         "local_job_service_main.run(sys.argv[1:])",
     ]

@@ -22,6 +22,13 @@ def test_corpus_value() -> None:
         "max": 27.5,
         "std_dev": 0.0,
         "variance": 0.0,
+        "sample_variance": None,
+        "sample_std_dev": None,
+        "stderr": None,
+        "ci_low": None,
+        "ci_high": None,
+        "ci_method": None,
+        "confidence_level": 0.95,
         "percentiles": dict.fromkeys(PCT_KEYS, 27.5),
         "histogram": {"bins": [{"lower_bound": 27.5, "upper_bound": 27.5, "count": 1}]},
         "method": "exact",
@@ -41,4 +48,12 @@ def test_corpus_nan() -> None:
         for key in ("sum", "mean", "min", "max", "std_dev", "variance", "percentiles"):
             assert got[key] is None
         assert got["histogram"] == {"bins": []} and got["method"] == "exact"
+        assert got["stderr"] is None and got["ci_method"] is None
         json.dumps(got, allow_nan=False)
+
+
+def test_corpus_score_of_zero_or_one_gets_no_wilson_interval() -> None:
+    """A corpus score is one number, not a mean of 0/1 rows: no interval even when it is 0 or 1."""
+    for value in (0.0, 1.0):
+        got = corpus_result("x.corpus", value, confidence_level=0.9)
+        assert (got["ci_low"], got["ci_high"], got["ci_method"], got["confidence_level"]) == (None, None, None, 0.9)

@@ -37,6 +37,13 @@ def test_rubric_result_shape_and_values() -> None:
         "max",
         "std_dev",
         "variance",
+        "sample_variance",
+        "sample_std_dev",
+        "stderr",
+        "ci_low",
+        "ci_high",
+        "ci_method",
+        "confidence_level",
         "rubric_distribution",
         "mode_category",
     ]

@@ -1,0 +1,129 @@
+"""One stored response as a JSON line, read back cheaply: the key is sliced out without parsing the line.
+
+A line is ``{"key": K, "v": KEY_VERSION, "model": M, "recorded_at": T, "response": R}``
+with the keys in that order (the writer's ``encode_entry``), so ``line_key`` reads the key
+and version from fixed offsets; a store with millions of entries is joined on keys
+without decoding a single response that no row asks for. Lines written by anything else
+are parsed as JSON. A line that does not parse (the torn last line of a shard whose
+writer was killed) or that carries another key version yields no key: it is skipped,
+never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from beameval.cache.key import KEY_VERSION
+
+__all__ = ["StoredResponse", "choose", "decode_entry", "encode_entry", "iter_lines", "line_key"]
+
+_PREFIX = b'{"key":"'
+_KEY_END = len(_PREFIX) + 64
+_VERSION = b'","v":' + str(KEY_VERSION).encode() + b","
+_HEX = frozenset(b"0123456789abcdef")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A response read back from a journal or the store.
+
+    Attributes:
+        key: the request's ``response_key``.
+        response: the endpoint's decoded JSON reply, as it arrived.
+        model: the model name the request asked for (None for endpoints without one).
+        recorded_at: Unix time the response was recorded.
+
+    """
+
+    key: str
+    response: Any
+    model: str | None
+    recorded_at: float
+
+
+def encode_entry(key: str, response: Any, model: str | None, recorded_at: float) -> bytes:
+    """Return one entry as a JSON line (newline included), keys in ``line_key``'s fixed order.
+
+    Raises:
+        TypeError: the response holds a value with no JSON form (a decoded reply never does).
+
+    """
+    head = f'{{"key":"{key}","v":{KEY_VERSION},"model":{json.dumps(model)},"recorded_at":{recorded_at:.3f},'
+    body = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+    return f'{head}"response":{body}}}\n'.encode()
+
+
+def line_key(line: bytes) -> str | None:
+    """Return the key of a line of the current key version, or None for any other line.
+
+    Args:
+        line: one line of a shard (its newline may be attached).
+
+    Returns:
+        The 64-hex-digit key, or None when the line is blank, torn, not an entry, or of
+        another ``KEY_VERSION``.
+
+    """
+    if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + len(_VERSION)] == _VERSION:
+        key = line[len(_PREFIX) : _KEY_END]
+        if _HEX.issuperset(key):
+            return key.decode("ascii")
+        return None
+    entry = _parse(line)
+    return entry.key if entry is not None else None
+
+
+def decode_entry(line: bytes | str) -> StoredResponse | None:
+    """Return the entry a line holds, or None when it is torn, malformed or of another key version."""
+    return _parse(line.encode("utf-8") if isinstance(line, str) else line)
+
+
+def _parse(line: bytes) -> StoredResponse | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
+        return None
+    key, model, recorded_at = data.get("key"), data.get("model"), data.get("recorded_at")
+    if not isinstance(key, str) or len(key) != 64 or not isinstance(recorded_at, (int, float)):
+        return None
+    return StoredResponse(key, data["response"], model if isinstance(model, str) else None, float(recorded_at))
+
+
+def choose(lines: Iterable[bytes | str]) -> StoredResponse | None:
+    """Pick the one answer among a key's entries: the earliest recorded that parses.
+
+    Every run that asks for the key gets the same answer, whichever shards hold copies of
+    it and in whatever order a join delivers them.
+
+    Returns:
+        The chosen entry, or None when no line parses (every copy was torn).
+
+    """
+    best: StoredResponse | None = None
+    for line in lines:
+        entry = decode_entry(line)
+        if entry is None:
+            continue
+        if best is None or entry.recorded_at < best.recorded_at:
+            best = entry
+        elif entry.recorded_at == best.recorded_at and _order(entry) < _order(best):
+            best = entry
+    return best
+
+
+def _order(entry: StoredResponse) -> str:
+    """A tie-break between copies recorded in the same millisecond."""
+    return json.dumps(entry.response, sort_keys=True, default=str)
+
+
+def iter_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """Yield the non-blank lines of a shard, newline stripped (a torn last line included: ``line_key`` skips it)."""
+    for line in stream:
+        line = line.rstrip(b"\r\n")
+        if line:
+            yield line

@@ -1,0 +1,207 @@
+"""The run's journal: every successful response appended to ``OUT_DIR/_responses/`` as it arrives.
+
+Each worker process has one ``JournalWriter`` per directory (``JournalWriter.shared``),
+fed from any thread: the engine's event loop records a response the moment it has
+parsed it, at the cost of one deque append. A background thread writes what has queued
+up and flushes the shard every ``flush_interval`` seconds (0.25 s), so a kill -9 loses at
+most that much. Each process writes its own shard files, named
+``<time>-<pid>-<random>-<seq>.jsonl``, never shared with another writer. A shard is
+closed and the next one started every ``rotate_after_s`` seconds or ``max_lines`` lines;
+a closed shard is complete and never written again. On a Beam file-system URL
+(``gs://…``) nothing is visible until a file is closed, so there shards are rotated every
+second instead (``compact`` merges the small files later). Local shards are flushed to the
+operating system, which survives the death of the process (not of the machine: no
+fsync per second).
+
+Only successes are recorded: the caller records after the handler parsed the reply into
+a sample, so errors and empty answers never reach a journal.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import IO, Any, ClassVar
+
+from beameval.cache.entry import encode_entry
+from beameval.cache.files import Files, LocalFiles, is_remote
+
+__all__ = ["JOURNAL_DIR", "JournalWriter"]
+
+log = logging.getLogger(__name__)
+
+#: The journal's folder inside the output directory.
+JOURNAL_DIR = "_responses"
+
+_Pending = tuple[str, Any, "str | None", float]
+
+
+class JournalWriter:
+    """Appends response entries to this process's shard files in one directory.
+
+    Args:
+        directory: where the shards go (``OUT_DIR/_responses``).
+        files: the file system (``LocalFiles`` for plain paths).
+        flush_interval: seconds between background flushes; 0 starts no thread (tests
+            call ``flush`` themselves).
+        rotate_after_s: close a shard once it is this old (default: 1 s on a
+            file-system URL, 300 s on a local path).
+        max_lines: close a shard after this many entries.
+        clock: Unix time, for ``recorded_at`` and rotation.
+
+    """
+
+    _registry: ClassVar[dict[str, JournalWriter]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+    _registry_pid: ClassVar[int] = os.getpid()
+
+    def __init__(
+        self,
+        directory: str,
+        files: Files | None = None,
+        *,
+        flush_interval: float = 0.25,
+        rotate_after_s: float | None = None,
+        max_lines: int = 200_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.directory = directory
+        self._files = files or LocalFiles()
+        self._remote = is_remote(directory)
+        self._rotate_after_s = rotate_after_s if rotate_after_s is not None else (1.0 if self._remote else 300.0)
+        self._max_lines = max_lines
+        self._clock = clock
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(clock()))
+        self._prefix = f"{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._sequence = 0
+        self._pending: deque[_Pending] = deque()
+        self._lock = threading.Lock()
+        self._handle: IO[bytes] | None = None
+        self._opened_at = 0.0
+        self._lines = 0
+        self.recorded = 0
+        self.shards: list[str] = []  # every shard this writer created, in order
+        self._closed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if flush_interval > 0:
+            self._thread = threading.Thread(
+                target=self._flush_loop, args=(flush_interval,), name="journal-flush", daemon=True
+            )
+            self._thread.start()
+
+    @classmethod
+    def shared(cls, directory: str, files: Files | None = None) -> JournalWriter:
+        """Return this process's writer for ``directory``, creating it on first use.
+
+        Args:
+            directory: the journal directory.
+            files: the file system to create it on (first call only).
+
+        Returns:
+            The process-wide writer; a forked process gets its own.
+
+        """
+        with cls._registry_lock:
+            if cls._registry_pid != os.getpid():  # forked: the parent's writers (and thread) are not ours
+                cls._registry = {}
+                cls._registry_pid = os.getpid()
+            writer = cls._registry.get(directory)
+            if writer is None or writer._closed:
+                writer = cls._registry[directory] = cls(directory, files)
+            return writer
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Write, flush and close every writer of this process (the end of a run, or exit)."""
+        with cls._registry_lock:
+            writers = list(cls._registry.values()) if cls._registry_pid == os.getpid() else []
+            cls._registry = {}
+        for writer in writers:
+            writer.close()
+
+    def record(self, key: str, response: Any, model: str | None) -> None:
+        """Queue one successful response; thread-safe and cheap (the background thread writes it).
+
+        Args:
+            key: the request's ``response_key``.
+            response: the decoded JSON reply.
+            model: the model name the request asked for.
+
+        """
+        if not self._closed:
+            self._pending.append((key, response, model, self._clock()))
+
+    def flush(self) -> None:
+        """Write every queued entry and flush the shard to the operating system; rotate when due."""
+        with self._lock:
+            self._write_pending()
+            if self._handle is not None:
+                self._handle.flush()
+                if self._lines >= self._max_lines or self._clock() - self._opened_at >= self._rotate_after_s:
+                    self._close_shard()
+
+    def sync(self) -> None:
+        """Make every recorded entry durable and visible: flush, and on a file-system URL close the shard."""
+        with self._lock:
+            self._write_pending()
+            if self._handle is not None:
+                if self._remote:
+                    self._close_shard()
+                else:
+                    self._handle.flush()
+
+    def close(self) -> None:
+        """Write what is queued, close the shard and stop the background thread."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        with self._lock:
+            self._write_pending()
+            self._close_shard()
+            self._closed = True
+
+    def _flush_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.flush()
+            except Exception:  # noqa: BLE001 - a full disk must not kill the worker; the run goes on uncached
+                log.exception("cannot write the response journal in %s", self.directory)
+
+    def _write_pending(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        if self._handle is None:
+            self._sequence += 1
+            path = self._files.join(self.directory, f"{self._prefix}-{self._sequence:05d}.jsonl")
+            self._handle = self._files.create(path)
+            self.shards.append(path)
+            self._opened_at = self._clock()
+            self._lines = 0
+        chunks = []
+        while pending:
+            key, response, model, recorded_at = pending.popleft()
+            try:
+                chunks.append(encode_entry(key, response, model, recorded_at))
+            except (TypeError, ValueError):  # a reply JSON decoded from bytes always encodes; be safe
+                continue
+        self._handle.write(b"".join(chunks))
+        self._lines += len(chunks)
+        self.recorded += len(chunks)
+
+    def _close_shard(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            handle.close()
+
+
+atexit.register(JournalWriter.close_all)

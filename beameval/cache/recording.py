@@ -1,0 +1,63 @@
+"""Record each successful response in the journal the moment it is parsed, and answer requests from stored ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from beameval.cache.entry import StoredResponse
+from beameval.cache.journal import JournalWriter
+from beameval.inference.prepared import PreparedRequest
+from beameval.inference.targets.base import TargetHandler
+
+__all__ = ["RecordingHandler", "sample_from_stored"]
+
+
+class RecordingHandler(TargetHandler):
+    """One request's view of a handler: parsing a reply also records it under the request's key.
+
+    The retry loop calls ``parse`` on the engine's thread as each 2xx reply arrives, and
+    only a reply that ``parse`` accepts is a success; so the journal gets every success
+    (none later than its row) and no error or empty answer. Everything else is delegated.
+
+    Args:
+        inner: the endpoint's handler.
+        journal: the run's journal writer.
+        key: the request's ``response_key``.
+        model: the model name the request asked for, stored with the entry.
+
+    """
+
+    def __init__(self, inner: TargetHandler, journal: JournalWriter, key: str, model: str | None) -> None:
+        self._inner = inner
+        self._journal = journal
+        self._key = key
+        self._model = model
+        self.endpoint_key = inner.endpoint_key
+        self.headers = inner.headers
+        self.secrets = inner.secrets
+
+    def prepare(self, rendered: Any, item: Mapping[str, Any] | None = None) -> PreparedRequest:
+        return self._inner.prepare(rendered, item)
+
+    def revise(self, prepared: PreparedRequest, status: int, body: bytes) -> PreparedRequest | None:
+        return self._inner.revise(prepared, status, body)
+
+    def parse(self, status: int, json_body: Any) -> dict[str, Any]:
+        sample = self._inner.parse(status, json_body)
+        self._journal.record(self._key, json_body, self._model)
+        return sample
+
+
+def sample_from_stored(handler: TargetHandler, stored: StoredResponse | None) -> dict[str, Any] | None:
+    """Parse a stored reply as if it had just arrived; None when there is none or it no longer parses.
+
+    A reply can stop parsing when a setting outside the key changed (an agent's
+    ``response_path``, a reasoning end token): that request is then a miss and is sent.
+    """
+    if stored is None:
+        return None
+    try:
+        return handler.parse(200, stored.response)
+    except Exception:  # noqa: BLE001 - any parse failure means "not usable": send the request instead
+        return None

@@ -1,0 +1,201 @@
+"""The shared response store: its layout, and adding, inspecting, pruning and compacting it.
+
+Layout: ``STORE/entries/*.jsonl``, shards of the same JSON lines as a run's journal
+(``beameval.cache.entry``), on any file system ``Files`` reaches. Shards are only ever
+added whole or deleted whole, never rewritten in place, so many runs and workers can
+share one store: a completing run copies its journal shards in under their own
+(globally unique) names; ``prune`` and ``compact`` write their new shards first and
+delete the old ones after, so a reader sees every entry at least once at any moment
+(duplicates are harmless: ``entry.choose`` picks the same one every time).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from beameval.cache.entry import choose, decode_entry, iter_lines, line_key
+from beameval.cache.files import Files
+
+__all__ = ["ENTRIES_DIR", "StoreStats", "compact", "prune", "publish", "shards", "stats"]
+
+ENTRIES_DIR = "entries"
+_BUCKETS = 16  # compact's output shards: one per first hex digit of the key
+
+
+def shards(files: Files, directory: str) -> list[str]:
+    """The shard files directly in ``directory`` (a journal, or a store's ``entries/``)."""
+    return files.match(files.join(directory, "*.jsonl"))
+
+
+def publish(files: Files, journal_dir: str, store: str) -> int:
+    """Add a run's journal to the store: copy each shard the store does not hold yet.
+
+    Idempotent: a shard already copied (by an earlier completion of a resumed run) is
+    skipped, since journal shard names are unique.
+
+    Args:
+        files: the file system.
+        journal_dir: the run's ``OUT_DIR/_responses``.
+        store: the store's directory.
+
+    Returns:
+        The number of shards copied.
+
+    """
+    copied = 0
+    for source in shards(files, journal_dir):
+        destination = files.join(store, ENTRIES_DIR, os.path.basename(source))
+        if not files.exists(destination):
+            files.copy(source, destination)
+            copied += 1
+    return copied
+
+
+@dataclass
+class StoreStats:
+    """What ``python -m pipeline.cache stats`` reports."""
+
+    shards: int = 0
+    bytes: int = 0
+    entries: int = 0
+    distinct_keys: int = 0
+    unreadable_lines: int = 0  # torn last lines, other key versions, anything else
+    oldest: float | None = None
+    newest: float | None = None
+    models: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready, times in ISO 8601 UTC."""
+        return {
+            "shards": self.shards,
+            "bytes": self.bytes,
+            "entries": self.entries,
+            "distinct_keys": self.distinct_keys,
+            "unreadable_lines": self.unreadable_lines,
+            "oldest": _iso(self.oldest),
+            "newest": _iso(self.newest),
+            "models": dict(self.models.most_common()),
+        }
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def _lines(files: Files, path: str) -> Iterator[bytes]:
+    with files.open(path) as stream:
+        yield from iter_lines(stream)
+
+
+def stats(files: Files, store: str) -> StoreStats:
+    """Count the store's shards, entries and distinct keys (about 100 B of memory per distinct key)."""
+    result = StoreStats()
+    keys: set[bytes] = set()
+    for path in shards(files, files.join(store, ENTRIES_DIR)):
+        result.shards += 1
+        for line in _lines(files, path):
+            result.bytes += len(line) + 1
+            entry = decode_entry(line)
+            if entry is None:
+                result.unreadable_lines += 1
+                continue
+            result.entries += 1
+            keys.add(bytes.fromhex(entry.key))
+            result.models[entry.model or "-"] += 1
+            result.oldest = entry.recorded_at if result.oldest is None else min(result.oldest, entry.recorded_at)
+            result.newest = entry.recorded_at if result.newest is None else max(result.newest, entry.recorded_at)
+    result.distinct_keys = len(keys)
+    return result
+
+
+def prune(files: Files, store: str, older_than_s: float, now: Callable[[], float] = time.time) -> tuple[int, int]:
+    """Drop entries recorded more than ``older_than_s`` seconds ago (and unreadable lines).
+
+    A shard with nothing to drop is left alone; one with only old entries is deleted; any
+    other is rewritten as a new shard before the old one is deleted.
+
+    Returns:
+        ``(entries kept, entries dropped)``.
+
+    """
+    cutoff = now() - older_than_s
+    kept = dropped = 0
+    directory = files.join(store, ENTRIES_DIR)
+    for path in shards(files, directory):
+        keep: list[bytes] = []
+        drop = 0
+        for line in _lines(files, path):
+            entry = decode_entry(line)
+            if entry is None or entry.recorded_at < cutoff:
+                drop += 1
+            else:
+                keep.append(line)
+        kept += len(keep)
+        dropped += drop
+        if not drop:
+            continue
+        if keep:
+            _write(files, files.join(directory, f"pruned-{uuid.uuid4().hex}.jsonl"), keep)
+        files.delete([path])
+    return kept, dropped
+
+
+def compact(files: Files, store: str) -> tuple[int, int, int]:
+    """Rewrite the store as one shard per key bucket, one entry per key (the one ``choose`` picks).
+
+    Memory is bounded by the largest bucket: entries are first spread over local
+    temporary files by the key's first hex digit, then each bucket is deduplicated alone.
+
+    Returns:
+        ``(shards before, entries before, entries after)``.
+
+    """
+    directory = files.join(store, ENTRIES_DIR)
+    old = shards(files, directory)
+    before = 0
+    with tempfile.TemporaryDirectory(prefix="beameval-compact-") as scratch:
+        buckets = [open(os.path.join(scratch, f"{b:x}"), "wb") for b in range(_BUCKETS)]  # noqa: SIM115
+        try:
+            for path in old:
+                for line in _lines(files, path):
+                    key = line_key(line)
+                    if key is not None:
+                        before += 1
+                        buckets[int(key[0], 16)].write(line + b"\n")
+        finally:
+            for handle in buckets:
+                handle.close()
+        after = 0
+        stamp = uuid.uuid4().hex[:12]
+        for bucket in range(_BUCKETS):
+            by_key: dict[str, list[bytes]] = {}
+            with open(os.path.join(scratch, f"{bucket:x}"), "rb") as bucket_file:
+                for line in iter_lines(bucket_file):
+                    key = line_key(line)
+                    if key is not None:
+                        by_key.setdefault(key, []).append(line)
+            chosen = [_chosen_line(lines) for lines in by_key.values()]
+            kept = [line for line in chosen if line is not None]
+            if kept:
+                _write(files, files.join(directory, f"compact-{stamp}-{bucket:x}.jsonl"), kept)
+            after += len(kept)
+    files.delete(old)
+    return len(old), before, after
+
+
+def _chosen_line(lines: list[bytes]) -> bytes | None:
+    best = choose(lines)
+    if best is None:
+        return None
+    return next(line for line in lines if decode_entry(line) == best)
+
+
+def _write(files: Files, path: str, lines: list[bytes]) -> None:
+    with files.create(path) as handle:
+        handle.write(b"".join(line + b"\n" for line in lines))

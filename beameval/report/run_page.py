@@ -1,0 +1,338 @@
+"""``render_run_report``: one run's ``results.json`` and sampled rows as a self-contained HTML page.
+
+Older results lack fields added later (score intervals, ``groups``, ``provenance``,
+``usage.cache``); every section renders what is there and skips what is not, so the
+page can be regenerated for any run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from beameval.report.charts import histogram, interval_bar, value_domain
+from beameval.report.html import attr, esc, interval, kv_table, num, page, redact, table
+from beameval.report.rows import group_token, reference_fields, rows_browser
+from beameval.report.sample import FailureBreakdown, SampleInfo
+
+__all__ = ["render_run_report"]
+
+
+def _scores(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    scores = ((results.get("aggregate_scores") or {}).get("scores")) or []
+    return [s for s in scores if isinstance(s, Mapping) and s.get("name")]
+
+
+def render_run_report(
+    results: Mapping[str, Any],
+    rows: Sequence[dict[str, Any]],
+    *,
+    sample: SampleInfo | None = None,
+    failures: FailureBreakdown | None = None,
+) -> str:
+    """The run report, top to bottom: headline, histograms, groups, failures, rows, usage, provenance.
+
+    Args:
+        results: the run's ``results.json`` document.
+        rows: the ``rows/`` records to embed (``RowSampler`` bounds them for large runs); rows
+            may carry ``failure`` (a group id of ``failures``), ``phase`` and ``metric``.
+        sample: how ``rows`` were chosen, said on the page; None when they are the whole run.
+        failures: the breakdown of every failure (from ``errors/``); None to count the given rows.
+
+    Returns:
+        The HTML document.
+    """
+    rows = list(rows)
+    if failures is None:
+        failures = FailureBreakdown.from_rows(rows)
+    scores = _scores(results)
+    groups = [g for g in results.get("groups") or [] if isinstance(g, Mapping)]
+    group_fields = list(dict.fromkeys(str(g.get("by")) for g in groups))
+    title = f"Evaluation report {((results.get('provenance') or {}).get('run_id')) or ''}".strip()
+    body = [
+        "<main>",
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="sub">status: {esc(results.get("status", "unknown"))} · {esc(_when(results))}</p>',
+        _headline(results, scores),
+        _histograms(scores),
+        _groups(groups, [str(s["name"]) for s in scores]),
+        _failures(results, failures),
+        _rows_section(results, rows, scores, group_fields, groups, failures, sample),
+        _usage(results.get("usage") or {}),
+        _provenance(results),
+        "</main>",
+    ]
+    return page(title, "".join(body))
+
+
+def _when(results: Mapping[str, Any]) -> str:
+    provenance = results.get("provenance") or {}
+    wall = (results.get("run") or {}).get("wall_time_s")
+    parts = []
+    if provenance.get("started_at"):
+        parts.append(f"started {provenance['started_at']}")
+    if provenance.get("finished_at"):
+        parts.append(f"finished {provenance['finished_at']}")
+    if isinstance(wall, int | float):
+        parts.append(f"wall time {wall:,.1f} s")
+    return ", ".join(parts) or "time not recorded"
+
+
+def _level(score: Mapping[str, Any]) -> str:
+    level = score.get("confidence_level")
+    return f"{round(float(level) * 100, 2):g}% CI" if isinstance(level, int | float) else "CI"
+
+
+def _headline(results: Mapping[str, Any], scores: Sequence[Mapping[str, Any]]) -> str:
+    cards = []
+    for score in scores:
+        ci = interval(score.get("ci_low"), score.get("ci_high"))
+        method = f" ({esc(score['ci_method'])})" if score.get("ci_method") else ""
+        cards.append(
+            f'<div class="card score" data-score="{attr(score["name"])}"><div class="name">{esc(score["name"])}</div>'
+            f'<div class="mean">{num(score.get("mean"))}</div>'
+            + (f'<div class="ci">{_level(score)} <span class="interval">{ci}</span>{method}</div>' if ci else "")
+            + f'<div class="n">n = {num(score.get("count"))}'
+            + (f", NaN {num(score.get('nan_count'))}" if score.get("nan_count") else "")
+            + "</div></div>"
+        )
+    counts = results.get("counts") or {}
+    usage = results.get("usage") or {}
+    cached = counts.get("cached", ((usage.get("cache") or {}).get("hits")))
+    facts = [("rows", counts.get("rows")), ("ok", counts.get("ok")), ("errors", counts.get("errors"))]
+    if counts.get("samples") is not None:
+        facts.append(("samples", counts["samples"]))
+    facts.append(("cached", cached))
+    tokens = _tokens(usage)
+    facts.append(("tokens", tokens))
+    wall = (results.get("run") or {}).get("wall_time_s")
+    shown = [(k, num(v)) for k, v in facts]
+    shown.append(("wall time", f"{wall:,.1f} s" if isinstance(wall, int | float) else "–"))
+    fact_html = "".join(f'<span class="fact" data-fact="{attr(k)}">{esc(k)}: <b>{v}</b></span>' for k, v in shown)
+    return (
+        f'<section id="headline"><h2>Headline</h2><div class="cards">{"".join(cards) or "no scores"}</div>'
+        f'<div class="facts">{fact_html}</div><p>models seen: {_models(results)}</p></section>'
+    )
+
+
+def _tokens(usage: Mapping[str, Any]) -> int | None:
+    total = None
+    for block in (usage, usage.get("metric_calls") or {}):
+        for key in ("prompt_tokens", "completion_tokens"):
+            if isinstance(block.get(key), int):
+                total = (total or 0) + block[key]
+    return total
+
+
+def _models(results: Mapping[str, Any]) -> str:
+    seen = (results.get("provenance") or {}).get("models_seen")
+    if isinstance(seen, Mapping) and seen:
+        return ", ".join(
+            f"{esc(k)} ({num(v) if not isinstance(v, Mapping) else esc(json.dumps(v))})" for k, v in seen.items()
+        )
+    if isinstance(seen, list) and seen:
+        described = []
+        for entry in seen:
+            if isinstance(entry, Mapping):
+                described.append(", ".join(f"{esc(k)}: {esc(v)}" for k, v in entry.items() if v is not None))
+            else:
+                described.append(esc(entry))
+        return "; ".join(described)
+    model = (((results.get("config") or {}).get("target") or {}).get("model")) or {}
+    if model.get("name"):
+        return f"{esc(model['name'])} (configured; the endpoint's own reports are not recorded in this run)"
+    return "none (offline run)" if (results.get("config") or {}).get("target") is None else "not recorded"
+
+
+def _histograms(scores: Sequence[Mapping[str, Any]]) -> str:
+    figures = []
+    for score in scores:
+        chart = histogram(str(score["name"]), score)
+        if not chart:
+            chart = '<p class="sub">no values to plot</p>'
+        figures.append(f"<figure><figcaption>{esc(score['name'])}</figcaption>{chart}</figure>")
+    return f'<section id="histograms"><h2>Distributions</h2><div class="charts">{"".join(figures)}</div></section>'
+
+
+def _groups(groups: Sequence[Mapping[str, Any]], score_names: Sequence[str]) -> str:
+    if not groups:
+        return ""
+    out = ['<section id="groups"><h2>Groups</h2><p class="sub">Click a column head to sort.</p>']
+    for by in dict.fromkeys(str(g.get("by")) for g in groups):
+        entries = [g for g in groups if str(g.get("by")) == by]
+        per_name = {name: [_score_of(g, name) for g in entries] for name in score_names}
+        names = [n for n in score_names if any(s for s in per_name[n])]
+        domains = {
+            n: value_domain([v for s in per_name[n] if s for v in (s.get("ci_low"), s.get("ci_high"), s.get("mean"))])
+            for n in names
+        }
+        head = '<th data-sort="n">rows</th><th>errors</th>' + "".join(
+            f'<th data-sort="s{i}">{esc(n)}</th>' for i, n in enumerate(names)
+        )
+        body = []
+        for entry in entries:
+            counts = entry.get("counts") or {}
+            cells, keys = [], []
+            for i, n in enumerate(names):
+                s = _score_of(entry, n) or {}
+                mean = s.get("mean")
+                keys.append(f'data-s{i}="{attr(mean if isinstance(mean, int | float) else "")}"')
+                ci = interval(s.get("ci_low"), s.get("ci_high"))
+                cells.append(
+                    f'<td class="num">{num(mean)} <span class="interval">{ci}</span><br>'
+                    f"{interval_bar(mean, s.get('ci_low'), s.get('ci_high'), domains[n], width=120)}</td>"
+                )
+            token = group_token(by, entry.get("value"))
+            body.append(
+                f'<tr data-group="{attr(token)}" data-n="{attr(counts.get("rows", ""))}" {" ".join(keys)}>'
+                f'<td>{esc(token.split("=", 1)[1])}</td><td class="num">{num(counts.get("rows"))}</td>'
+                f'<td class="num">{num(counts.get("errors"))}</td>{"".join(cells)}</tr>'
+            )
+        out.append(
+            f'<h3>by {esc(by)} ({len(entries):,} groups)</h3><div class="scroll">'
+            f'<table class="sortable" data-by="{attr(by)}">'
+            f"<thead><tr><th>{esc(by)}</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _score_of(group: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    for score in group.get("scores") or []:
+        if isinstance(score, Mapping) and score.get("name") == name:
+            return score
+    return None
+
+
+def _failures(results: Mapping[str, Any], failures: FailureBreakdown) -> str:
+    errors = (results.get("counts") or {}).get("errors")
+    head = f'<section id="failures"><h2>Failures</h2><p>failed rows: <b class="errors">{num(errors)}</b></p>'
+    if not failures.total:
+        return head + ("<p>No failure records.</p>" if errors else "<p>No row failed.</p>") + "</section>"
+    phase = table(["phase", "rows"], [(esc(k), num(v)) for k, v in failures.by_phase.most_common()])
+    metric = table(["metric", "rows"], [(esc(k), num(v)) for k, v in failures.by_metric.most_common()])
+    causes = table(
+        ["phase", "metric", "cause", "rows", ""],
+        [
+            (
+                esc(g.phase),
+                esc(g.metric or ""),
+                esc(g.cause),
+                num(g.count),
+                f'<a href="#rows" data-failure="{g.id}">show rows</a>',
+            )
+            for g in failures.groups
+        ],
+    )
+    return (
+        f'{head}<div class="side"><div><h3>by phase</h3>{phase}</div><div><h3>by metric</h3>{metric}</div></div>'
+        f"<h3>by cause</h3>{causes}</section>"
+    )
+
+
+def _rows_section(
+    results: Mapping[str, Any],
+    rows: Sequence[dict[str, Any]],
+    scores: Sequence[Mapping[str, Any]],
+    group_fields: Sequence[str],
+    groups: Sequence[Mapping[str, Any]],
+    failures: FailureBreakdown,
+    sample: SampleInfo | None,
+) -> str:
+    names = [str(s["name"]) for s in scores]
+    row_scores = [n for n in names if any(n in row for row in rows[:50])]
+    note = ""
+    if sample is not None and not sample.complete:
+        note = (
+            f'<p class="note sample">This page holds {sample.kept:,} of the run\'s {sample.total_rows:,} rows: '
+            f"{sample.kept_failed:,} of {sample.failed_rows:,} failed rows"
+            + (f", {sample.kept_flipped:,} of {sample.flipped_rows:,} flipped rows" if sample.flipped_rows else "")
+            + f", and {sample.kept_random:,} drawn at random (seed {sample.seed}) from the rest. "
+            "Every statistic above covers all rows; rows/ holds every row.</p>"
+        )
+    options = "".join(
+        f'<option value="{attr(group_token(str(g.get("by")), g.get("value")))}">'
+        f"{esc(group_token(str(g.get('by')), g.get('value')))}</option>"
+        for g in groups[:500]
+    )
+    failure_options = "".join(
+        f'<option value="{g.id}">{esc(g.phase)} {esc(g.metric or "")}: {esc(g.cause[:60])}</option>'
+        for g in failures.groups
+    )
+    score_options = "".join(f'<option value="{i}">{esc(n)}</option>' for i, n in enumerate(row_scores))
+    bar = (
+        '<div class="filters" data-target="rows-table">'
+        '<input type="search" data-filter="q" id="rows-search" placeholder="search prompts, outputs, errors">'
+        '<select data-filter="status"><option value="">any status</option><option value="ok">ok</option>'
+        '<option value="error">error</option></select>'
+        + (f'<select data-filter="group"><option value="">any group</option>{options}</select>' if options else "")
+        + (
+            f'<select data-filter="failure"><option value="">any failure</option>{failure_options}</select>'
+            if failure_options
+            else ""
+        )
+        + (
+            f'<select data-filter="score"><option value="">score range…</option>{score_options}</select>'
+            '<input type="number" step="any" data-filter="min" placeholder="min">'
+            '<input type="number" step="any" data-filter="max" placeholder="max">'
+            if score_options
+            else ""
+        )
+        + '<span class="shown"></span></div>'
+    )
+    references = reference_fields(results.get("config"))
+    outputs = reference_fields(results.get("config"), keys=("candidate",))
+    browser = rows_browser(rows, row_scores, group_fields, references, outputs=outputs)
+    return (
+        f'<section id="rows"><h2>Rows</h2>{note}{bar}<div class="scroll">{browser}</div>'
+        '<button class="more" data-for="rows-table" hidden>show more</button></section>'
+    )
+
+
+def _usage(usage: Mapping[str, Any]) -> str:
+    if not usage:
+        return ""
+    latency = usage.get("latency_ms") or {}
+    pct = latency.get("percentiles") or {}
+    parts = ['<section id="usage"><h2>Usage</h2>']
+    target = [(k, usage.get(k)) for k in ("requests", "attempts", "prompt_tokens", "completion_tokens") if k in usage]
+    calls = usage.get("metric_calls") or {}
+    parts.append('<div class="side"><div><h3>target</h3>' + kv_table(target) + "</div>")
+    parts.append(
+        "<div><h3>metric calls (judge, remote)</h3>"
+        + kv_table([(k, v) for k, v in calls.items() if not isinstance(v, Mapping)])
+        + "</div></div>"
+    )
+    if latency.get("count"):
+        keys = ["mean", "min", *pct.keys(), "max"]
+        values = [latency.get("mean"), latency.get("min"), *pct.values(), latency.get("max")]
+        parts.append("<h3>latency (ms)</h3>" + table([esc(k) for k in keys], [[num(v, 1) for v in values]]))
+    cache_rows = []
+    for who, block in (("target", usage.get("cache")), ("metric calls", calls.get("cache"))):
+        if isinstance(block, Mapping):
+            nested = all(isinstance(v, Mapping) for v in block.values()) and block
+            for name, inner in block.items() if nested else [(who, block)]:
+                cache_rows.append((esc(name), num(inner.get("hits")), num(inner.get("misses"))))
+    if cache_rows:
+        parts.append("<h3>response cache</h3>" + table(["calls", "hits", "misses"], cache_rows))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _provenance(results: Mapping[str, Any]) -> str:
+    provenance = results.get("provenance") or {}
+    run = results.get("run") or {}
+    parts = ['<section id="provenance"><h2>Provenance</h2>']
+    if provenance:
+        parts.append(kv_table((k, v) for k, v in redact(provenance).items()))
+    else:
+        parts.append('<p class="sub">This run predates provenance records.</p>')
+    if run:
+        parts.append("<h3>run</h3>" + kv_table((k, v) for k, v in redact(run).items()))
+    config = results.get("config")
+    if config is not None:
+        dumped = json.dumps(redact(config), indent=2, ensure_ascii=False, default=str)
+        parts.append(f'<h3>config</h3><pre class="config">{esc(dumped)}</pre>')
+    parts.append("</section>")
+    return "".join(parts)

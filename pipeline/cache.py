@@ -1,0 +1,114 @@
+"""``python -m pipeline.cache stats|prune|compact PATH``, and the run's use of the store and journal.
+
+``stats`` counts a store's shards, entries, distinct keys and models; ``prune
+--older-than DAYS`` drops entries recorded more than DAYS ago; ``compact`` rewrites the
+store as one shard per key bucket with one entry per key. PATH is the store's directory
+(``cache.path``), local or a Beam file-system URL. A run's own journal
+(``OUT_DIR/_responses``) can be inspected the same way with ``--journal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from beameval.cache import store
+from beameval.cache.journal import JOURNAL_DIR
+from beameval.config.cache import StoreUse, store_use
+from beameval.config.schema import EvalConfig
+from pipeline.options import EvalOptions
+from transforms.cache import files_for
+from transforms.metric_calls import needs_metric_calls
+
+__all__ = ["lookup_shards", "main", "publish_run", "run_store_use"]
+
+_DAY_S = 86_400.0
+
+
+def run_store_use(config: EvalConfig, flags: EvalOptions) -> StoreUse:
+    """The run's use of the shared store, from ``cache:``, ``--cache`` and ``--no_cache``."""
+    return store_use(config.cache, flags.cache, bool(flags.no_cache))
+
+
+def lookup_shards(config: EvalConfig, output: str, use: StoreUse, resume: bool) -> list[str] | None:
+    """The shards whose responses answer this run's requests, listed now; None when nothing is looked up.
+
+    Args:
+        config: the run's config (an offline run without endpoint metrics sends nothing).
+        output: the output directory (its journal counts with ``--resume``).
+        use: the run's use of the store.
+        resume: ``--resume`` was given.
+
+    Returns:
+        The store's shards (when readable) and the journal's (with ``--resume``); None
+        when there are none.
+
+    """
+    if config.target is None and not needs_metric_calls(config.metrics):
+        return None
+    if not use.read and not resume:
+        return None
+    found: list[str] = []
+    if resume:
+        journal = _journal_dir(output)
+        found += store.shards(files_for(journal), journal)
+    if use.read and use.path is not None:
+        entries = f"{use.path}/{store.ENTRIES_DIR}"
+        found += store.shards(files_for(entries), entries)
+    return found or None  # nothing recorded yet: no join to run
+
+
+def publish_run(output: str, use: StoreUse) -> int:
+    """Add the run's journal to the store when the run may write to it; returns the shards copied."""
+    if not use.write or use.path is None:
+        return 0
+    journal = _journal_dir(output)
+    return store.publish(files_for(journal), journal, use.path)
+
+
+def _journal_dir(output: str) -> str:
+    return f"{output.rstrip('/')}/{JOURNAL_DIR}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.cache", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    stats = commands.add_parser("stats", help="count shards, entries, distinct keys and models")
+    prune = commands.add_parser("prune", help="drop entries recorded more than --older-than DAYS ago")
+    prune.add_argument("--older-than", dest="older_than", type=float, required=True, metavar="DAYS")
+    compact = commands.add_parser("compact", help="one shard per key bucket, one entry per key")
+    for command in (stats, prune, compact):
+        command.add_argument("path", metavar="PATH", help="the store's directory (cache.path), local or a URL")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (2 for a usage error)."""
+    args = _parser().parse_args(argv)
+    path = args.path.rstrip("/")
+    files = files_for(path)
+    entries = f"{path}/{store.ENTRIES_DIR}"
+    if not store.shards(files, entries):
+        print(
+            f"error: {path!r} holds no response store ({entries}/*.jsonl matches nothing); "
+            "pass the directory given as cache.path or --cache.",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command == "stats":
+        print(json.dumps(store.stats(files, path).as_dict(), indent=2))
+    elif args.command == "prune":
+        if args.older_than < 0:
+            print(f"error: --older-than must be at least 0 days, got {args.older_than:g}.", file=sys.stderr)
+            return 2
+        kept, dropped = store.prune(files, path, args.older_than * _DAY_S)
+        print(json.dumps({"kept": kept, "dropped": dropped}))
+    else:
+        shards, before, after = store.compact(files, path)
+        print(json.dumps({"shards_before": shards, "entries_before": before, "entries_after": after}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

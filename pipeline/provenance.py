@@ -1,0 +1,155 @@
+"""Provenance: where a run came from, for ``results.json`` (CONTRACT.md, "Provenance and run history").
+
+Two facts come from the data and are gathered by the pipeline as it runs, with no second
+pass: the dataset's content fingerprint (folded from the rows as they are read) and the
+``model`` / ``system_fingerprint`` values the endpoint returned, with counts. The graph
+writes them to ``OUT_DIR/_provenance.json``; the driver adds the rest (times, hashes,
+versions, runner) when it builds ``results.json``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from beameval.compare.identity import canonical_hash, eval_definition, models_seen, reply_models
+from beameval.core.records import GeneratedRow, InputRow
+from pipeline.results import read_json
+from transforms.read import DatasetFingerprintFn
+
+__all__ = ["PROVENANCE_FILE", "build_provenance", "collect_provenance", "utc_iso"]
+
+PROVENANCE_FILE = "_provenance.json"
+_PACKAGE = "beam-llm-evaluator"
+
+
+def collect_provenance(
+    rows: beam.PCollection[InputRow], generated: beam.PCollection[GeneratedRow], output: str
+) -> None:
+    """Add the steps that fingerprint the dataset and count the models seen, writing ``_provenance.json``.
+
+    Args:
+        rows: the rows as read (one per dataset row, before any repeats).
+        generated: the rows after generation (their ``sample["response"]`` is the raw reply).
+        output: the run's output directory.
+    """
+    fingerprint = rows | "Fingerprint" >> beam.CombineGlobally(DatasetFingerprintFn())
+    models = (
+        generated
+        | "ReplyModels" >> beam.FlatMap(_reply_models)
+        | "CountModels" >> beam.combiners.Count.PerElement()
+        | "ModelsSeen" >> beam.combiners.ToList()
+    )
+    path = FileSystems.join(output, PROVENANCE_FILE)
+    _ = fingerprint | "WriteProvenance" >> beam.Map(_write, path, beam.pvalue.AsSingleton(models))
+
+
+def _reply_models(row: GeneratedRow) -> list[tuple[str | None, str | None]]:
+    found = reply_models(row.sample) if row.sample else None
+    return [] if found is None else [found]
+
+
+def _write(dataset: dict[str, Any], path: str, models: list[tuple[tuple[str | None, str | None], int]]) -> None:
+    facts = {"dataset": dataset, "models_seen": models_seen(models)}
+    with FileSystems.create(path) as handle:
+        handle.write(json.dumps(facts).encode("utf-8"))
+
+
+def utc_iso(timestamp: float) -> str:
+    """``2024-05-01T12:00:00.123Z``: ISO 8601 in UTC, millisecond precision, sortable as text."""
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def build_provenance(
+    config: dict[str, Any],
+    paths: list[str],
+    output: str,
+    run_id: str,
+    started: float,
+    finished: float,
+    runner: str,
+) -> dict[str, Any]:
+    """The ``provenance`` block of ``results.json``.
+
+    Args:
+        config: the resolved config (``EvalConfig.public_dump()``; holds no secrets).
+        paths: the dataset files read.
+        output: the run's output directory (where the pipeline wrote ``_provenance.json``).
+        run_id: the run's id.
+        started: when the pipeline started (epoch seconds).
+        finished: when it finished.
+        runner: the Beam runner's name.
+
+    Returns:
+        ``run_id``, ``started_at``, ``finished_at``, ``config_hash``, ``dataset`` (``paths``,
+        ``rows``, ``fingerprint``), ``eval_hash``, ``package_version``, ``git_commit``,
+        ``beam_version``, ``runner`` and ``models_seen``.
+    """
+    facts = read_json(FileSystems.join(output, PROVENANCE_FILE))
+    dataset = facts["dataset"]
+    return {
+        "run_id": run_id,
+        "started_at": utc_iso(started),
+        "finished_at": utc_iso(finished),
+        "config_hash": canonical_hash(config),
+        "dataset": {"paths": paths, "rows": dataset["rows"], "fingerprint": dataset["fingerprint"]},
+        "eval_hash": canonical_hash(eval_definition(config, dataset["fingerprint"])),
+        "package_version": _package_version(),
+        "git_commit": git_commit(Path(__file__).resolve().parents[1]),
+        "beam_version": beam.__version__,
+        "runner": runner,
+        "models_seen": facts["models_seen"],
+    }
+
+
+def _package_version() -> str | None:
+    try:
+        return metadata.version(_PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(root: Path) -> str | None:
+    """The commit checked out at ``root`` when it is a git checkout, read from ``.git`` (no git process).
+
+    Args:
+        root: the project directory.
+
+    Returns:
+        The 40-hex commit, or None (an installed package, a detached copy, an unreadable ref).
+    """
+    git = root / ".git"
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: <path>"
+            git = (root / git.read_text(encoding="utf-8").split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head.split(":", 1)[1].strip()
+        for directory in (git, _common_dir(git)):
+            loose = directory / ref
+            if loose.is_file():
+                return loose.read_text(encoding="utf-8").strip() or None
+            packed = directory / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text(encoding="utf-8").splitlines():
+                    if line.endswith(f" {ref}") and not line.startswith(("#", "^")):
+                        return line.split(" ", 1)[0]
+    except (OSError, IndexError):
+        return None
+    return None
+
+
+def _common_dir(git: Path) -> Path:
+    """A worktree's shared git directory (where its branches live), else ``git`` itself."""
+    common = git / "commondir"
+    if common.is_file():
+        return (git / common.read_text(encoding="utf-8").strip()).resolve()
+    return git

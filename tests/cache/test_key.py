@@ -1,0 +1,118 @@
+"""The response key: every part of the request as sent changes it; headers, keys and dict order do not."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from beameval.cache.key import KEY_VERSION, normalize_url, prepared_key, response_key
+from beameval.config import ModelTarget, Params
+from beameval.inference.prepared import PreparedRequest
+from beameval.inference.targets.model import ModelHandler
+
+URL = "http://127.0.0.1:8000/v1/chat/completions"
+BODY = {
+    "model": "m",
+    "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}],
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "max_tokens": 64,
+    "stop": ["\n"],
+    "seed": 7,
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+    "tool_choice": "auto",
+    "response_format": {"type": "json_object"},
+    "nvext": {"top_k": 5},
+}
+
+
+def test_the_key_is_sha256_of_the_canonical_payload_written_out():
+    expected_bytes = json.dumps(
+        ["beameval-response", KEY_VERSION, URL, BODY, 0], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+    assert response_key(URL, BODY) == hashlib.sha256(expected_bytes).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "m2"},
+        {"messages": [{"role": "user", "content": "2+3?"}]},
+        {"messages": [{"role": "system", "content": "be long"}, {"role": "user", "content": "2+2?"}]},
+        {"temperature": 0.7},
+        {"top_p": 0.9},
+        {"max_tokens": 65},
+        {"stop": ["\n\n"]},
+        {"seed": 8},
+        {"tools": []},
+        {"tool_choice": "none"},
+        {"response_format": {"type": "text"}},
+        {"nvext": {"top_k": 6}},
+        {"extra_key": True},
+    ],
+)
+def test_each_body_field_changes_the_key(change):
+    assert response_key(URL, {**BODY, **change}) != response_key(URL, BODY)
+
+
+def test_the_sample_index_and_url_change_the_key():
+    base = response_key(URL, BODY)
+    assert response_key(URL, BODY, 1) != base
+    assert response_key("http://127.0.0.1:8001/v1/chat/completions", BODY) != base
+    assert response_key("http://127.0.0.1:8000/v1/completions", BODY) != base
+    assert response_key("https://127.0.0.1:8000/v1/chat/completions", BODY) != base
+    assert response_key(URL + "?api-version=2024", BODY) != base
+
+
+def test_dict_order_does_not_change_the_key():
+    reordered = dict(reversed(list(BODY.items())))
+    reordered["messages"] = [dict(reversed(list(m.items()))) for m in BODY["messages"]]
+    assert response_key(URL, reordered) == response_key(URL, BODY)
+
+
+@pytest.mark.parametrize(
+    ("raw", "normal"),
+    [
+        ("HTTP://Example.COM:80/V1/Chat", "http://example.com/V1/Chat"),
+        ("https://example.com:443/v1", "https://example.com/v1"),
+        ("https://example.com:8443/v1", "https://example.com:8443/v1"),
+        ("http://user:pw@example.com/v1#frag", "http://example.com/v1"),
+        ("http://[::1]:8000/v1?x=1", "http://[::1]:8000/v1?x=1"),
+    ],
+)
+def test_url_normalisation(raw, normal):
+    assert normalize_url(raw) == normal
+
+
+def test_equivalent_urls_share_a_key():
+    assert response_key("HTTP://127.0.0.1:80/v1/x", BODY) == response_key("http://127.0.0.1/v1/x", BODY)
+
+
+def test_headers_and_api_keys_never_change_the_key():
+    target = ModelTarget(url="http://127.0.0.1:8000/v1", name="m")
+    params = Params(inference={"temperature": 0})
+    with_key = ModelHandler(target, params, "sk-secret-1").prepare({"messages": [{"role": "user", "content": "hi"}]})
+    other_key = ModelHandler(target, params, "sk-secret-2").prepare({"messages": [{"role": "user", "content": "hi"}]})
+    no_key = ModelHandler(target, params, None).prepare({"messages": [{"role": "user", "content": "hi"}]})
+    assert with_key.headers != no_key.headers
+    assert prepared_key(with_key) == prepared_key(other_key) == prepared_key(no_key)
+    assert "sk-secret" not in json.dumps(["beameval-response", KEY_VERSION, with_key.url, with_key.body, 0])
+
+
+def test_prepared_key_uses_the_sample_index():
+    prepared = PreparedRequest(URL, BODY, {"Authorization": "Bearer x"}, sample_index=2)
+    assert prepared_key(prepared) == response_key(URL, BODY, 2)
+    assert prepared_key(prepared, 0) == response_key(URL, BODY, 0)
+
+
+def test_the_nim_max_tokens_default_and_system_prompt_are_in_the_key():
+    nim = ModelTarget(url="http://127.0.0.1:8000/v1", name="m", format="nim")
+    openai = ModelTarget(url="http://127.0.0.1:8000/v1", name="m", format="openai")
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    nim_prepared = ModelHandler(nim, Params(), None).prepare(request)
+    assert nim_prepared.body["max_tokens"] == 4096
+    assert prepared_key(nim_prepared) != prepared_key(ModelHandler(openai, Params(), None).prepare(request))
+    with_system = ModelHandler(openai, Params(system_prompt="S"), None).prepare(request)
+    assert prepared_key(with_system) != prepared_key(ModelHandler(openai, Params(), None).prepare(request))

@@ -1,0 +1,116 @@
+"""No configured secret (the API key, every default-header value) is written anywhere, even when a gateway echoes it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from beameval.core.redaction import Redactor, redact_text, redact_url, redact_urls
+from beameval.inference.classify import classify
+
+KEY = "hk-0123456789abcdefghijklmnop"  # 28 characters, not a well-known key shape: only literal masking catches it
+HEADER_SECRET = "hdr-secret-value-2718281828"
+PROMPT = {"messages": [{"role": "user", "content": "{{ item.question }}"}]}
+
+
+def _fragments(secret: str, size: int = 10) -> set[str]:
+    return {secret[i : i + size] for i in range(len(secret) - size + 1)}
+
+
+def _decoded_texts(out: Path) -> list[tuple[Path, str]]:
+    """Every file of OUT_DIR as raw text, and Parquet / gzip / JSON files also as their decoded content."""
+    texts = []
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        raw = path.read_bytes()
+        texts.append((path, raw.decode("latin-1")))
+        if path.suffix == ".parquet":
+            texts.append((path, json.dumps(pq.read_table(path).to_pylist(), ensure_ascii=False, default=str)))
+        elif path.suffix == ".gz":
+            texts.append((path, gzip.decompress(raw).decode("utf-8", "replace")))
+        elif path.suffix in (".json", ".jsonl"):
+            for line in raw.decode("utf-8").splitlines() or [""]:
+                if line.strip():
+                    try:
+                        texts.append((path, json.dumps(json.loads(line), ensure_ascii=False)))
+                    except json.JSONDecodeError:
+                        pass
+            if path.suffix == ".json":
+                texts.append((path, json.dumps(json.loads(raw), ensure_ascii=False)))
+    return texts
+
+
+@pytest.mark.slow
+def test_no_secret_reaches_any_output_file(write_jsonl, hostile, hostile_target, run_eval, monkeypatch):
+    monkeypatch.setenv("HOSTILE_KEY", KEY)
+    # A gateway that reflects the request headers into the answer.
+    hostile.script["ECHO"] = lambda headers, _p: (200, {}, hostile.chat_body(json.dumps(json.dumps(headers))))
+    # A 400 whose body puts the key right across the 200-character excerpt cut.
+    hostile.script["STRADDLE"] = lambda headers, _p: (400, {}, ("x" * 185 + KEY + " tail").encode())
+    hostile.script["HEADER"] = lambda headers, _p: (400, {}, f"bad header X-Api: {HEADER_SECRET}".encode())
+    data = write_jsonl([{"question": q, "answer": q} for q in ("ECHO me", "STRADDLE", "HEADER", "plain")])
+    config = {
+        "dataset": {"path": str(data)},
+        "target": hostile_target(api_key_env="HOSTILE_KEY", default_headers={"X-Api": HEADER_SECRET}),
+        "prompt_template": PROMPT,
+        "params": {"ignore_request_failure": True, "max_retries": 0},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+    }
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    rows = result.rows
+    assert [r["status"] for r in rows] == ["ok", "error", "error", "ok"]
+    echoed = json.loads(rows[0]["output_text"])
+    assert echoed["Authorization"] == "Bearer ***" and echoed["X-Api"] == "***"  # the echo itself is kept, masked
+    assert "HTTP 400" in rows[1]["error"] and "***" in rows[1]["error"]
+    assert "HTTP 400" in rows[2]["error"]
+    journal_leaks = []
+    for secret in (KEY, HEADER_SECRET):
+        for path, text in _decoded_texts(result.output):
+            leaked = [fragment for fragment in _fragments(secret) if fragment in text]
+            if leaked and "_responses" in path.parts:
+                journal_leaks.append(path.name)
+                continue
+            assert not leaked, f"{path} holds part of a secret: {leaked[:3]}"
+    assert KEY not in result.stdout + result.stderr and HEADER_SECRET not in result.stdout + result.stderr
+    if journal_leaks:  # the response journal is being built (beameval/cache/); it must apply Redactor too
+        pytest.xfail(f"the response journal still stores secrets: {sorted(set(journal_leaks))}")
+
+
+def test_the_excerpt_is_cut_after_redaction():
+    body = ("x" * 185 + KEY + " more text").encode()
+    failure = classify(400, url="http://h/v1/chat/completions", body=body, secrets=[KEY])
+    assert not any(fragment in failure.message for fragment in _fragments(KEY, 6))
+    assert "***" in failure.message
+
+
+def test_redactor_masks_text_bytes_and_values():
+    redactor = Redactor([KEY, HEADER_SECRET, "", "ab", None])
+    assert set(redactor.secrets) == {HEADER_SECRET, KEY}  # empty and too-short values are ignored
+    assert redactor.text(f"key={KEY}") == "key=***"
+    assert redactor.bytes(json.dumps({"k": KEY}).encode()) == b'{"k": "***"}'
+    value = {"a": [f"x {HEADER_SECRET}", 1], KEY: None}
+    assert redactor.value(value) == {"a": ["x ***", 1], "***": None}
+    clean = {"a": ["fine"]}
+    assert redactor.value(clean) is clean
+    assert redact_text("Authorization: Bearer abc.def") == "Authorization: Bearer ***"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://u:p@h.example/v1", "https://h.example/v1"),
+        ("https://h/v1?api-key=SECRET&api-version=1", "https://h/v1?api-key=***&api-version=1"),
+        ("https://h/v1?code=SECRET", "https://h/v1?code=***"),
+        ("https://h/v1?sig=SECRET&sv=2020", "https://h/v1?sig=***&sv=2020"),
+        ("https://h/v1", "https://h/v1"),
+    ],
+)
+def test_one_url_redaction(url, expected):
+    assert redact_url(url) == expected
+    assert redact_urls({"config": [{"url": url}, "not a url ?key=x"]}) == {
+        "config": [{"url": expected}, "not a url ?key=x"]
+    }

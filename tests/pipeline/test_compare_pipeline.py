@@ -1,0 +1,349 @@
+"""``python -m pipeline.compare`` end to end over real runs of ``python -m pipeline.run`` (offline and online).
+
+Expected values are computed here from the datasets the tests write: per-row exact-match and
+F1 by hand (answers are two tokens, outputs are right, half right or wrong), then the paired
+statistics with numpy and scipy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from pipeline.compare import main as compare_main
+from pipeline.history import main as history_main
+from pipeline.run import main as run_main
+
+pytestmark = pytest.mark.slow
+
+N = 240
+
+
+def _answer(i: int) -> str:
+    return f"alpha{i} beta{i}"
+
+
+def _output(i: int, kind: str) -> str:
+    return {"right": _answer(i), "half": f"alpha{i} gamma", "wrong": "zzz"}[kind]
+
+
+def _scores(kind: str) -> tuple[float, float]:
+    """(exact-match, f1) by hand: half right shares one of two tokens, so P = R = F1 = 0.5."""
+    return {"right": (1.0, 1.0), "half": (0.0, 0.5), "wrong": (0.0, 0.0)}[kind]
+
+
+def _kinds(variant: str) -> list[str]:
+    if variant == "a":  # 90% right
+        return ["wrong" if i % 10 == 0 else "half" if i % 10 == 5 else "right" for i in range(N)]
+    if variant == "b":  # a large drop
+        return ["right" if i % 2 == 0 else "wrong" if i % 4 == 1 else "half" for i in range(N)]
+    kinds = _kinds("a")  # "c": a small drop
+    for i in (1, 2, 3, 11, 12):
+        kinds[i] = "wrong"
+    kinds[10] = "right"
+    return kinds
+
+
+def _rows(variant: str) -> list[dict[str, Any]]:
+    return [
+        {"id": f"q{i}", "question": f"question {i}", "answer": _answer(i), "output": _output(i, kind)}
+        for i, kind in enumerate(_kinds(variant))
+    ]
+
+
+def _write(path: Path, rows: list[dict[str, Any]], extra_lines: tuple[str, ...] = ()) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(line + "\n" for line in extra_lines))
+    return path
+
+
+def _config(tmp: Path, name: str, dataset: Path) -> Path:
+    config = {
+        "dataset": {"path": str(dataset)},
+        "params": {"ignore_request_failure": True},
+        "metrics": [
+            {"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"},
+            {"type": "f1", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"},
+        ],
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _run(config: Path, out: Path, *extra: str) -> Path:
+    assert run_main(["--config", str(config), "--output", str(out), "--progress_interval", "0", *extra]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("compare")
+    history = tmp / "history"
+    b_rows = _rows("b")
+    shuffled = b_rows[:]
+    random.Random(4).shuffle(shuffled)
+    partial = [r for r in b_rows if r["id"] not in {"q0", "q1", "q2", "q3", "q4"}] + [
+        {"id": f"new{i}", "question": "?", "answer": "x y", "output": "x y"} for i in range(3)
+    ]
+    with_bad_row = [json.dumps(r) for r in b_rows]
+    with_bad_row[7] = "{not json"
+    duplicated = [*b_rows, {**b_rows[3], "output": "zzz"}]
+    datasets = {
+        "a": _write(tmp / "a.jsonl", _rows("a")),
+        "b": _write(tmp / "b.jsonl", b_rows),
+        "c": _write(tmp / "c.jsonl", _rows("c")),
+        "b_shuffled": _write(tmp / "b_shuffled.jsonl", shuffled),
+        "b_partial": _write(tmp / "b_partial.jsonl", partial, ("{broken line", "[1, 2]")),
+        "b_dup": _write(tmp / "b_dup.jsonl", duplicated),
+    }
+    (tmp / "b_bad.jsonl").write_text("\n".join(with_bad_row) + "\n")
+    datasets["b_bad"] = tmp / "b_bad.jsonl"
+    # The history: "a" twice (the same evaluation on two days) and "b" (another dataset: another eval_hash).
+    out = {}
+    for name, path in datasets.items():
+        recorded = ("--history", str(history)) if name in ("a", "b") else ()
+        out[name] = _run(_config(tmp, name, path), tmp / f"out_{name}", *recorded)
+    out["a2"] = _run(tmp / "a.yaml", tmp / "out_a2", "--history", str(history))
+    out["history"] = history
+    return out
+
+
+def _compare(capsys: pytest.CaptureFixture[str], out: Path, *args: str) -> tuple[int, dict[str, Any], str, str]:
+    capsys.readouterr()
+    code = compare_main([*args, "--output", str(out)])
+    captured = capsys.readouterr()
+    path = out / "comparison.json"
+    return code, json.loads(path.read_text()) if path.exists() else {}, captured.out, captured.err
+
+
+def _expected(base: list[float], cand: list[float]) -> dict[str, float]:
+    b, c = np.array(base), np.array(cand)
+    d = c - b
+    test = stats.ttest_rel(c, b)
+    ci = test.confidence_interval(0.95)
+    return {
+        "delta": d.mean(),
+        "stderr": d.std(ddof=1) / math.sqrt(len(d)),
+        "low": ci.low,
+        "high": ci.high,
+        "p": test.pvalue,
+        "improved": int((d > 0).sum()),
+        "regressed": int((d < 0).sum()),
+    }
+
+
+def test_no_go_with_values_from_an_independent_computation(runs, capsys, tmp_path) -> None:
+    code, cmp, _, err = _compare(capsys, tmp_path / "cmp", "--baseline", str(runs["a"]), "--candidate", str(runs["b"]))
+    assert code == 1 and cmp["verdict"] == "NO-GO"
+    base, cand = [_scores(k) for k in _kinds("a")], [_scores(k) for k in _kinds("b")]
+    em, f1 = (s for s in cmp["scores"])
+    assert (em["name"], f1["name"]) == ("exact-match.exact-match", "f1.f1")
+    for position, score in enumerate((em, f1)):
+        want = _expected([s[position] for s in base], [s[position] for s in cand])
+        assert score["n_paired"] == N and score["delta"] == pytest.approx(want["delta"])
+        assert score["delta_stderr"] == pytest.approx(want["stderr"])
+        assert (score["ci_low"], score["ci_high"]) == (pytest.approx(want["low"]), pytest.approx(want["high"]))
+        assert (score["improved"], score["regressed"]) == (want["improved"], want["regressed"])
+        assert score["verdict"] == "NO-GO"
+    assert f1["test"] == "paired-t" and f1["p_value"] == pytest.approx(
+        stats.ttest_rel([s[1] for s in cand], [s[1] for s in base]).pvalue
+    )
+    b10, c01 = em["regressed"], em["improved"]
+    tail = sum(math.comb(b10 + c01, k) for k in range(min(b10, c01) + 1)) / 2 ** (b10 + c01)
+    assert em["test"] == "mcnemar-exact" and em["p_value"] == pytest.approx(min(1.0, 2 * tail))
+    flips = [json.loads(line) for line in (tmp_path / "cmp" / "flips.jsonl").read_text().splitlines()]
+    changed = [i for i in range(N) if base[i] != cand[i]]
+    assert sorted(f["key"] for f in flips) == changed and cmp["flips"]["rows"] == len(changed)
+    flip = next(f for f in flips if f["key"] == 10)  # wrong -> right
+    assert flip["improved"] == ["exact-match.exact-match", "f1.f1"] and flip["regressed"] == []
+    assert flip["item"]["id"] == "q10" and flip["baseline_scores"] == {"exact-match.exact-match": 0.0, "f1.f1": 0.0}
+    flip = next(f for f in flips if f["key"] == 5)  # half right -> wrong: only f1 can drop
+    assert flip["regressed"] == ["f1.f1"] and flip["improved"] == []
+    assert err.startswith("NO-GO: 2 of 2 gated scores") and str(tmp_path / "cmp" / "flips.jsonl") in err
+    assert f"{em['delta']:+.4g}" in err and f"[{em['ci_low']:+.4g}, {em['ci_high']:+.4g}]" in err
+    page = (tmp_path / "cmp" / "report.html").read_text()
+    assert "NO-GO" in page and "<script" not in page and "http" not in page
+
+
+def test_pairing_by_key_is_independent_of_row_order(runs, capsys, tmp_path) -> None:
+    args = ("--baseline", str(runs["a"]), "--key", "id")
+    _, in_order, _, _ = _compare(capsys, tmp_path / "ordered", *args, "--candidate", str(runs["b"]))
+    _, shuffled, _, _ = _compare(capsys, tmp_path / "shuffled", *args, "--candidate", str(runs["b_shuffled"]))
+    _, by_index, _, _ = _compare(
+        capsys, tmp_path / "index", "--baseline", str(runs["a"]), "--candidate", str(runs["b"])
+    )
+    assert shuffled["counts"] == in_order["counts"] == by_index["counts"]
+    for x, y in zip(shuffled["scores"], in_order["scores"], strict=True):
+        for field in ("n_paired", "improved", "regressed", "test", "verdict"):
+            assert x[field] == y[field]
+        for field in ("delta", "delta_stderr", "ci_low", "ci_high", "p_value", "mde", "baseline_mean"):
+            assert x[field] == pytest.approx(y[field], rel=1e-9)
+    keys = [
+        sorted(json.loads(line)["key"] for line in (tmp_path / d / "flips.jsonl").read_text().splitlines())
+        for d in ("ordered", "shuffled")
+    ]
+    assert keys[0] == keys[1] and keys[0][0].startswith("q")
+
+
+def test_unpaired_and_failed_rows_are_counted(runs, capsys, tmp_path) -> None:
+    args = ("--baseline", str(runs["a"]), "--candidate", str(runs["b_partial"]), "--key", "id")
+    code, cmp, _, err = _compare(capsys, tmp_path / "partial", *args)
+    assert cmp["counts"] == {
+        "baseline_rows": N,
+        "candidate_rows": N - 5 + 3 + 2,
+        "paired": N - 5,
+        "unpaired_baseline": 5,
+        "unpaired_candidate": 3,
+        "failed_baseline": 0,
+        "failed_candidate": 2,  # two unparseable lines
+    }
+    assert all(s["n_paired"] == N - 5 and s["unpaired_baseline"] == 5 for s in cmp["scores"])
+    assert "5 baseline and 3 candidate rows had no partner" in err
+    code, cmp, _, _ = _compare(
+        capsys, tmp_path / "bad", "--baseline", str(runs["a"]), "--candidate", str(runs["b_bad"])
+    )
+    assert cmp["counts"]["paired"] == N - 1 and cmp["counts"]["failed_candidate"] == 1
+    base, cand = [_scores(k)[0] for k in _kinds("a")], [_scores(k)[0] for k in _kinds("b")]
+    keep = [i for i in range(N) if i != 7]
+    want = _expected([base[i] for i in keep], [cand[i] for i in keep])
+    assert cmp["scores"][0]["delta"] == pytest.approx(want["delta"])
+
+
+def test_a_duplicate_key_is_an_error_naming_it(runs, capsys, tmp_path) -> None:
+    args = ("--baseline", str(runs["a"]), "--candidate", str(runs["b_dup"]), "--key", "id")
+    code, cmp, out, err = _compare(capsys, tmp_path / "dup", *args)
+    assert code == 2 and cmp == {}
+    assert "--key 'id' is not unique in the candidate run" in err and '"q3" is on rows 3 and 240' in err
+    assert "Traceback" not in err
+    code, _, _, err = _compare(capsys, tmp_path / "nokey", *args[:4], "--key", "nope")
+    assert code == 2 and f"{N} rows of the baseline run" in err and "no field 'nope'" in err
+
+
+def test_go_inconclusive_and_policy(runs, capsys, tmp_path) -> None:
+    code, cmp, out, _ = _compare(capsys, tmp_path / "go", "--baseline", str(runs["a"]), "--candidate", str(runs["a2"]))
+    assert code == 0 and cmp["verdict"] == "GO" and all(s["delta"] == 0 for s in cmp["scores"])
+    assert "GO: every gated score" in out
+    code, cmp, _, err = _compare(capsys, tmp_path / "inc", "--baseline", str(runs["a"]), "--candidate", str(runs["c"]))
+    assert code == 4 and cmp["verdict"] == "INCONCLUSIVE"
+    em = cmp["scores"][0]
+    assert em["ci_low"] < 0 < em["ci_high"] and em["rows_needed"] > N
+    assert f"about {em['rows_needed']:,} paired rows would decide it" in err
+    policy = tmp_path / "gate.yaml"
+    policy.write_text("alpha: 0.05\ncorrection: holm\nscores:\n  exact-match.exact-match: {max_drop: 0.6}\n")
+    args = ("--baseline", str(runs["a"]), "--candidate", str(runs["b"]), "--policy", str(policy))
+    code, cmp, _, _ = _compare(capsys, tmp_path / "lenient", *args)
+    assert code == 0 and cmp["scores"][0]["verdict"] == "GO" and cmp["scores"][1]["verdict"] is None
+    assert cmp["policy"]["scores"] == {"exact-match.exact-match": {"max_drop": 0.6}}
+    policy.write_text("scores:\n  exact-match: {max_drop: 0.1}\n")
+    code, _, _, err = _compare(capsys, tmp_path / "typo", *args)
+    assert code == 2 and "gates 'exact-match'" in err and "exact-match.exact-match, f1.f1" in err
+    policy.write_text("alpha: 0.05\nmax_drop: 0.1\n")
+    code, _, _, err = _compare(capsys, tmp_path / "badkey", *args)
+    assert code == 2 and "unknown key 'max_drop'" in err
+    code, _, _, err = _compare(capsys, tmp_path / "nodir", "--baseline", str(tmp_path), "--candidate", str(runs["b"]))
+    assert code == 2 and "has no results.json" in err
+
+
+def test_latest_baseline_from_the_history(runs, capsys, tmp_path) -> None:
+    history = str(runs["history"])
+    lines = (runs["history"] / "runs.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["output"] for r in records] == [str(runs["a"]), str(runs["b"]), str(runs["a2"])]
+    assert records[0]["eval_hash"] == records[2]["eval_hash"] != records[1]["eval_hash"]
+    a2 = json.loads((runs["a2"] / "results.json").read_text())["provenance"]
+    assert records[2]["run_id"] == a2["run_id"] and a2["dataset"]["rows"] == N
+    args = ("--baseline", "latest", "--history", history)
+    code, cmp, _, _ = _compare(capsys, tmp_path / "latest", *args, "--candidate", str(runs["a2"]))
+    assert code == 0 and cmp["baseline"]["output"] == str(runs["a"]) and cmp["verdict"] == "GO"
+    code, cmp, out, _ = _compare(capsys, tmp_path / "none", *args, "--candidate", str(runs["b"]))
+    assert code == 0 and cmp == {} and out.startswith("no baseline:")
+    capsys.readouterr()
+    assert history_main([history]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 4 and "exact-match.exact-match" in table[0] and "0.8000 [" in table[1]
+    assert history_main([history, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("run_id,started_at,finished_at,output")
+
+
+def test_online_runs_record_models_seen_and_gate_against_the_latest(tmp_path, clean_server, capsys) -> None:
+    rows = [{"id": f"r{i}", "question": f"Q{i}?", "answer": f"Q{i}?"} for i in range(120)]
+    dataset = _write(tmp_path / "qa.jsonl", rows)
+
+    def config(model: str) -> Path:
+        path = tmp_path / f"{model}.yaml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "dataset": {"path": str(dataset)},
+                    "target": {"model": {"url": clean_server.base_url, "name": model}},
+                    "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+                    "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+                }
+            )
+        )
+        return path
+
+    history = tmp_path / "history"
+    _run(config("model-a"), tmp_path / "a", "--history", str(history))  # the server echoes: all right
+    clean_server.configure(rules=[{"match": f"Q{i}?", "reply": "wrong"} for i in range(0, 120, 3)])
+    _run(config("model-b"), tmp_path / "b", "--history", str(history))
+    provenance = [json.loads((tmp_path / d / "results.json").read_text())["provenance"] for d in ("a", "b")]
+    assert provenance[0]["eval_hash"] == provenance[1]["eval_hash"]  # only the target differs
+    assert provenance[1]["models_seen"] == [{"model": "model-b", "system_fingerprint": None, "count": 120}]
+    code, cmp, _, err = _compare(
+        capsys, tmp_path / "cmp", "--baseline", "latest", "--history", str(history), "--candidate", str(tmp_path / "b")
+    )
+    assert code == 1 and cmp["baseline"]["output"] == str(tmp_path / "a")
+    assert cmp["scores"][0]["regressed"] == 40 and cmp["scores"][0]["delta"] == pytest.approx(-40 / 120)
+    flips = [json.loads(line) for line in (tmp_path / "cmp" / "flips.jsonl").read_text().splitlines()]
+    assert len(flips) == 40 and {f["candidate_output"] for f in flips} == {"wrong"}
+    assert all(f["baseline_output"] == f["item"]["question"] for f in flips)
+    assert "NO-GO" in err
+
+
+def _append_many(history: str, worker: int, count: int) -> None:
+    from pipeline.history import append_run
+
+    for i in range(count):
+        results = {"status": "completed", "counts": {"rows": i}, "aggregate_scores": {"scores": []}, "config": {}}
+        results["provenance"] = {"run_id": f"w{worker}-{i}", "finished_at": f"2025-01-01T00:00:{i:02d}.000Z"}
+        append_run(history, results, f"out/{worker}/{i}" + "/" * 6000)  # 6 kB lines: beyond PIPE_BUF
+
+
+def test_runs_finishing_together_append_whole_lines(tmp_path) -> None:
+    import multiprocessing
+
+    history = str(tmp_path / "history")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_append_many, args=(history, w, 40)) for w in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(60)
+    lines = (tmp_path / "history" / "runs.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line parses: no interleaved bytes
+    assert sorted(r["run_id"] for r in records) == sorted(f"w{w}-{i}" for w in range(4) for i in range(40))
+
+
+def test_git_commit_from_loose_and_packed_refs(tmp_path) -> None:
+    from pipeline.provenance import git_commit
+
+    git = tmp_path / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "refs" / "heads" / "main").write_text("a" * 40 + "\n")
+    assert git_commit(tmp_path) == "a" * 40
+    (git / "refs" / "heads" / "main").unlink()
+    (git / "packed-refs").write_text("# pack-refs with: peeled\n" + "b" * 40 + " refs/heads/main\n")
+    assert git_commit(tmp_path) == "b" * 40
+    (git / "HEAD").write_text("c" * 40 + "\n")  # detached
+    assert git_commit(tmp_path) == "c" * 40
+    assert git_commit(tmp_path / "elsewhere") is None

@@ -1,0 +1,66 @@
+"""--overwrite replaces exactly the earlier run's outputs; rows/ only ever holds one run."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+
+QA = [{"output": f"a{i}", "answer": f"a{i}"} for i in range(200)]
+OFFLINE_METRICS = [{"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}]
+
+
+def offline(path) -> dict:
+    return {"dataset": {"path": str(path)}, "metrics": OFFLINE_METRICS}
+
+
+def test_a_one_process_overwrite_after_a_two_process_run_leaves_one_runs_rows(write_jsonl, run_eval, tmp_path):
+    shards = [write_jsonl(QA[:100], "part-0.jsonl"), write_jsonl(QA[100:], "part-1.jsonl")]
+    config = {"dataset": {"path": str(tmp_path / "part-*.jsonl")}, "metrics": OFFLINE_METRICS}
+    assert shards
+    out = tmp_path / "out"
+    first = run_eval(config, "--direct_running_mode=multi_processing", "--direct_num_workers=2", output=out)
+    assert first.code == 0, first.stderr
+    second = run_eval(config, "--overwrite", output=out)
+    assert second.code == 0, second.stderr
+    assert pq.read_table(out / "rows").num_rows == 200  # every row once: no shard of the first run is left
+    assert len(second.rows) == 200 and sorted(r["row_index"] for r in second.rows) == list(range(200))
+
+
+def test_overwrite_leaves_the_users_own_files_alone(write_jsonl, run_eval, tmp_path):
+    out = tmp_path / "out"
+    config = offline(write_jsonl(QA[:10]))
+    assert run_eval(config, output=out).code == 0
+    (out / "rows_backup").mkdir()
+    (out / "rows_backup" / "keep.txt").write_text("mine")
+    (out / "errors.txt").write_text("mine too")
+    (out / "notes.md").write_text("and this")
+    again = run_eval(config, "--overwrite", output=out)
+    assert again.code == 0, again.stderr
+    assert (out / "rows_backup" / "keep.txt").read_text() == "mine"
+    assert (out / "errors.txt").read_text() == "mine too" and (out / "notes.md").exists()
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert {"rows", "errors", "_summary.json", "results.json"} <= set(manifest["entries"])
+    assert not {"rows_backup", "errors.txt", "notes.md"} & set(manifest["entries"])
+    assert not [p.name for p in out.iterdir() if p.name.startswith("_staging-")]
+
+
+def test_without_overwrite_an_used_directory_is_refused_and_untouched(write_jsonl, run_eval, tmp_path):
+    out = tmp_path / "out"
+    config = offline(write_jsonl(QA[:10]))
+    assert run_eval(config, output=out).code == 0
+    before = (out / "results.json").read_text()
+    refused = run_eval(config, output=out)
+    assert refused.code == 2 and "already holds outputs" in refused.stderr and "--overwrite" in refused.stderr
+    assert (out / "results.json").read_text() == before
+
+
+def test_a_failed_run_keeps_the_earlier_outputs(write_jsonl, run_eval, tmp_path):
+    out = tmp_path / "out"
+    good = write_jsonl(QA[:10], "good.jsonl")
+    assert run_eval(offline(good), output=out).code == 0
+    before = pq.read_table(out / "rows").num_rows
+    bad = offline(tmp_path / "missing-*.jsonl")
+    failed = run_eval(bad, "--overwrite", output=out)
+    assert failed.code == 2
+    assert pq.read_table(out / "rows").num_rows == before and (out / "results.json").exists()

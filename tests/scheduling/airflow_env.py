@@ -1,0 +1,66 @@
+"""The Airflow test's own virtual environment: built once under a cache directory, reused after.
+
+Airflow and its providers are not dependencies of the evaluator, and their 2.2 GB must
+stay out of ``.venv`` and ``.ci-venv``: they live in ``AIRFLOW_VENV`` (default
+``/tmp/airflow-venv``). The evaluator itself is not installed there; the DAG's ``python``
+parameter points at the project's interpreter, as a deployment with a separate evaluator
+environment would. A ``.ready`` marker holding the requirement list is written last, so an
+interrupted build is redone, and a changed list rebuilds. A file lock keeps two pytest
+processes from building it at once.
+
+Run it as a script to build (or check) the environment ahead of the tests:
+``python tests/scheduling/airflow_env.py``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REQUIREMENTS = [
+    "apache-airflow==3.3.2",
+    "apache-airflow-providers-apache-beam",
+    "apache-airflow-providers-google",  # the Beam operator cannot be constructed without it
+    "apache-beam==2.77.0",
+]
+VENV = Path(os.environ.get("AIRFLOW_VENV", "/tmp/airflow-venv"))
+
+
+def ready(venv: Path = VENV) -> bool:
+    """True when ``venv`` holds a finished build of exactly ``REQUIREMENTS``."""
+    marker = venv / ".ready"
+    return marker.exists() and marker.read_text().split("\n")[0] == " ".join(REQUIREMENTS)
+
+
+def ensure(venv: Path = VENV, log: Path | None = None) -> tuple[Path, float]:
+    """Build ``venv`` unless it is ready; return its ``airflow`` executable and the build's seconds (0 if reused)."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{venv}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready(venv):
+            return venv / "bin" / "airflow", 0.0
+        started = time.monotonic()
+        shutil.rmtree(venv, ignore_errors=True)
+        out = open(log, "w") if log else None  # noqa: SIM115 - closed below
+        try:
+            run = dict(stdout=out or subprocess.DEVNULL, stderr=subprocess.STDOUT, check=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], **run)  # type: ignore[call-overload]
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            subprocess.run([*pip, "--upgrade", "pip"], **run)  # type: ignore[call-overload]
+            subprocess.run([*pip, *REQUIREMENTS], **run)  # type: ignore[call-overload]
+        finally:
+            if out:
+                out.close()
+        seconds = time.monotonic() - started
+        (venv / ".ready").write_text(" ".join(REQUIREMENTS) + f"\nbuilt in {seconds:.0f} s\n")
+        return venv / "bin" / "airflow", seconds
+
+
+if __name__ == "__main__":
+    airflow, took = ensure(log=Path(f"{VENV}.build.log"))
+    print(f"{airflow} ({f'built in {took:.0f} s' if took else 'reused'})")
