@@ -15,7 +15,6 @@ def config(path, target, **params):
     }
 
 
-
 def test_the_summary_names_the_most_common_causes_and_where_the_rows_are(
     clean_server, model_target, write_jsonl, run_eval
 ) -> None:
