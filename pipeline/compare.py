@@ -13,7 +13,6 @@ with none, there is nothing to compare and the exit code is 0.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import logging
 import sys
@@ -37,16 +36,16 @@ from beameval.core.errors import ConfigError, EvaluatorError, OutputError
 from pipeline.cli import check_flags
 from pipeline.history import history_exists, read_runs
 from pipeline.local_runner import LocalRunner
+from pipeline.report import write_comparison_report
 from pipeline.results import RESULTS_FILE, read_json, write_json_atomically
 from pipeline.summary import unwrap_pipeline_error
 from transforms import NAMESPACE
 from transforms.pair import ROW_INDEX, PairRuns, RunRows, bucket_count
 
-__all__ = ["EXIT_CODES", "compare", "main", "render_report"]
+__all__ = ["EXIT_CODES", "compare", "main"]
 
 COMPARISON_FILE = "comparison.json"
 FLIPS_FILE = "flips.jsonl"
-REPORT_FILE = "report.html"
 _TALLY_FILE = "_tally.json"
 EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
 EXIT_USAGE = 2
@@ -140,8 +139,7 @@ def compare(argv: list[str]) -> dict[str, Any]:
     comparison["run"]["wall_time_s"] = round(time.time() - started, 3)
     comparison["message"] = verdict_message(comparison, flips_path)
     write_json_atomically(FileSystems.join(args.output, COMPARISON_FILE), comparison)
-    with FileSystems.create(FileSystems.join(args.output, REPORT_FILE)) as handle:
-        handle.write(render_report(comparison).encode("utf-8"))
+    write_comparison_report(args.output)  # CMP_DIR/report.html: verdict, forest plot, flipped rows
     return comparison
 
 
@@ -298,24 +296,6 @@ def _counter(result: beam.runners.runner.PipelineResult, name: str) -> int | Non
     except (NotImplementedError, AttributeError, KeyError):
         return None
     return sum(int(c.committed if c.committed is not None else c.attempted) for c in found)
-
-
-def render_report(comparison: dict[str, Any]) -> str:
-    """A plain self-contained ``report.html`` (no external resource); the report issue replaces it."""
-    cells = ("name", "n_paired", "baseline_mean", "candidate_mean", "delta", "ci_low", "ci_high", "test", "p_value")
-    rows = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(_fmt(score[c]))}</td>" for c in (*cells, "improved", "regressed", "verdict"))
-        + "</tr>"
-        for score in comparison["scores"]
-    )
-    head = "".join(f"<th>{c}</th>" for c in (*cells, "improved", "regressed", "verdict"))
-    return (
-        '<!doctype html><html><head><meta charset="utf-8"><title>Comparison</title></head><body>'
-        f"<h1>Verdict: {html.escape(comparison['verdict'])}</h1><p>{html.escape(comparison['message'])}</p>"
-        f"<table border=1><tr>{head}</tr>{rows}</table>"
-        f"<pre>{html.escape(json.dumps(comparison['counts'], indent=2))}</pre></body></html>"
-    )
 
 
 def _fmt(value: Any) -> str:

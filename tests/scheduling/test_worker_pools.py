@@ -148,6 +148,7 @@ def test_external_worker_pools_match_the_default_runner_and_bound_in_flight(
     assert portable.results["counts"] == default.results["counts"] == {"rows": 240, "ok": 240, "errors": 0}
     assert portable.results["aggregate_scores"] == default.results["aggregate_scores"]
     assert [r["output_text"] for r in portable.rows] == [r["output_text"] for r in default.rows]
+    assert len(list((portable.output / "rows").glob("*.parquet"))) >= SDK_WORKERS  # each worker wrote its shard
     started = _started_workers(logs)
     assert sum(started) == SDK_WORKERS, started  # the pools, not this process, ran the workers
     stats = clean_server.stats()

@@ -1,0 +1,136 @@
+"""``examples/airflow/nightly_eval.py`` run for real: ``airflow dags test`` for three nights, offline, on sqlite.
+
+Airflow 3.3.2 and its providers live in their own virtual environment (``airflow_env``,
+built by ``.ci/run`` before pytest starts, or here on first use); the DAG's ``python``
+parameter points at this interpreter, which has the evaluator. The model is the project's
+test server on 127.0.0.1, which echoes the question:
+
+- night 1, the good model: the run succeeds and ``compare`` says there is no baseline yet;
+- night 2, a degraded model (scripted to answer "I don't know." to questions containing
+  "answer 1" or "answer 2"): ``compare`` is NO-GO against night 1 and the DAG run fails;
+- night 3, the good model again: GO against night 2 (``latest`` is the previous night,
+  not the first one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.scheduling import airflow_env
+
+ROOT = Path(__file__).resolve().parents[2]
+DAG_FILE = ROOT / "examples" / "airflow" / "nightly_eval.py"
+ROWS = [{"question": f"answer {i}", "answer": f"answer {i}" if i % 5 else f"other {i}"} for i in range(40)]
+DEGRADED = ("answer 1", "answer 2")
+IDK = "I don't know."
+
+
+def _correct(degraded: bool) -> list[int]:
+    """Each row's exact-match written out: the server echoes, except the degraded rules."""
+    replies = [IDK if degraded and any(m in r["question"] for m in DEGRADED) else r["question"] for r in ROWS]
+    return [int(reply == row["answer"]) for reply, row in zip(replies, ROWS, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def airflow() -> tuple[Path, float]:
+    return airflow_env.ensure(log=Path(f"{airflow_env.VENV}.build.log"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # 3 nights take about 2 minutes; building the environment here adds about 5
+def test_three_nights_no_baseline_then_no_go_then_go_against_latest(airflow, server, tmp_path: Path) -> None:
+    airflow_bin, built_s = airflow
+    home = tmp_path / "airflow"
+    (home / "dags").mkdir(parents=True)
+    shutil.copy(DAG_FILE, home / "dags")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHONPATH"))},
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    started = time.monotonic()
+    migrate = subprocess.run(
+        [str(airflow_bin), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
+    timings = {"build_venv_s": round(built_s, 1), "db_migrate_s": round(time.monotonic() - started, 1)}
+
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    config = {
+        "dataset": {"path": str(tmp_path / "data.jsonl")},
+        "target": {"model": {"url": server.base_url, "name": "test-model"}},
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {"parallelism": 8, "max_retries": 1},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+    }
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "gate.yaml").write_text(yaml.safe_dump({"scores": {"exact-match.exact-match": {"max_drop": 0.02}}}))
+    runs, history = tmp_path / "runs", tmp_path / "history"
+    conf = {
+        "config": str(tmp_path / "eval.yaml"),
+        "output_root": str(runs),
+        "history": str(history),
+        "policy": str(tmp_path / "gate.yaml"),
+        "python": sys.executable,  # the interpreter with the evaluator; Airflow's own has none
+    }
+
+    def night(date: str) -> tuple[int, str]:
+        began = time.monotonic()
+        completed = subprocess.run(
+            [str(airflow_bin), "dags", "test", "nightly_eval", date, "--conf", json.dumps(conf)],
+            env=env,
+            cwd=ROOT,  # `python -m pipeline.run` and `-m pipeline.compare` import this tree
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        timings[date] = round(time.monotonic() - began, 1)
+        return completed.returncode, completed.stdout + completed.stderr
+
+    server.reset(config=True)
+    code, log = night("2026-01-01")
+    assert code == 0, log[-6000:]
+    assert "state=success" in log and "no baseline" in log
+    assert "--runner=DirectRunner" in log and "--labels=airflow-version=v3-3-2" in log  # what the operator adds
+    first = json.loads((runs / "2026-01-01" / "results.json").read_text())
+    assert first["run"]["runner"] == "FnApiRunner"  # DirectRunner ran on the local engine
+    assert first["aggregate_scores"]["scores"][0]["sum"] == sum(_correct(False)) == 32
+    assert not (runs / "2026-01-01" / "comparison" / "comparison.json").exists()
+
+    server.configure(rules=[{"match": m, "reply": IDK} for m in DEGRADED])
+    code, log = night("2026-01-02")
+    assert code != 0 and "state=failed" in log, log[-6000:]
+    second = json.loads((runs / "2026-01-02" / "comparison" / "comparison.json").read_text())
+    good, bad = _correct(False), _correct(True)
+    regressed = sum(1 for g, b in zip(good, bad, strict=True) if g > b)
+    assert regressed == 18 and not any(b > g for g, b in zip(good, bad, strict=True))
+    score = second["scores"][0]
+    assert second["verdict"] == "NO-GO" and second["baseline"]["output"] == str(runs / "2026-01-01")
+    assert score["delta"] == pytest.approx(-regressed / len(ROWS))
+    assert score["p_value"] == pytest.approx(2 * 0.5**regressed)  # exact McNemar: 18 discordant pairs, all one way
+    assert f"NO-GO: the candidate regressed; report: {runs / '2026-01-02' / 'comparison' / 'report.html'}" in log
+
+    server.reset(config=True)
+    code, log = night("2026-01-03")
+    assert code == 0 and "state=success" in log, log[-6000:]
+    third = json.loads((runs / "2026-01-03" / "comparison" / "comparison.json").read_text())
+    assert third["verdict"] == "GO"
+    assert third["baseline"]["output"] == str(runs / "2026-01-02")  # `latest` is the previous night
+    assert third["scores"][0]["delta"] == pytest.approx(regressed / len(ROWS))
+    assert f"verdict: GO; report: {runs / '2026-01-03' / 'comparison' / 'report.html'}" in log
+    records = [json.loads(line) for line in (history / "runs.jsonl").read_text().splitlines()]
+    assert [r["output"] for r in records] == [str(runs / d) for d in ("2026-01-01", "2026-01-02", "2026-01-03")]
+    print(f"airflow timings: {timings}")
