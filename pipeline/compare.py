@@ -38,7 +38,7 @@ from pipeline.history import history_exists, read_runs
 from pipeline.local_runner import LocalRunner
 from pipeline.report import write_comparison_report
 from pipeline.results import RESULTS_FILE, read_json, write_json_atomically
-from pipeline.summary import unwrap_pipeline_error
+from pipeline.summary import unexpected_error, unwrap_pipeline_error
 from transforms import NAMESPACE
 from transforms.pair import ROW_INDEX, PairRuns, RunRows, bucket_count
 
@@ -339,12 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if known is not None:
             print(f"error: {known}", file=sys.stderr)
             return EXIT_USAGE
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        print(
-            f"error: the comparison stopped unexpectedly: {type(exc).__name__}: {first_line}. Rerun with --debug "
-            "for the full traceback.",
-            file=sys.stderr,
-        )
+        print(unexpected_error(exc, "comparison"), file=sys.stderr)
         return EXIT_INTERNAL
     print(format_table(comparison))
     message = comparison["message"]

@@ -39,7 +39,7 @@ from pipeline.preflight import preflight
 from pipeline.provenance import build_provenance
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
-from pipeline.summary import format_summary_table, unwrap_pipeline_error
+from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
 from transforms import NAMESPACE
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
@@ -230,12 +230,7 @@ def _report_failure(exc: Exception, debug: bool) -> int:
     if known is not None:
         print(f"error: {known}", file=sys.stderr)
         return EXIT_FAILED
-    first_line = str(exc).splitlines()[0] if str(exc) else ""
-    print(
-        f"error: the evaluation stopped unexpectedly: {type(exc).__name__}: {first_line}. "
-        "Rerun with --debug for the full traceback and report it if the cause is not in your config or data.",
-        file=sys.stderr,
-    )
+    print(unexpected_error(exc, "evaluation"), file=sys.stderr)
     return EXIT_INTERNAL
 
 
