@@ -26,7 +26,7 @@ class UsageError(EvaluatorError):
 
 
 def _all_options_parser() -> argparse.ArgumentParser:
-    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    parser = _BeamArgumentParser(allow_abbrev=False, add_help=False, exit_on_error=False)
     seen: dict[str, type[PipelineOptions]] = {}
     pending = list(PipelineOptions.__subclasses__())
     while pending:
@@ -48,7 +48,10 @@ def check_flags(argv: list[str]) -> None:
         UsageError: naming the first unknown flag and, when one is close, the flag meant.
     """
     parser = _all_options_parser()
-    _, unknown = parser.parse_known_args(argv)
+    try:
+        _, unknown = parser.parse_known_args(argv)
+    except argparse.ArgumentError as exc:  # a known flag with a value of the wrong kind (--limit=abc)
+        raise UsageError(f"{exc}; see python -m pipeline.run --help.") from None
     if not unknown:
         return
     known = sorted(option for option in parser._option_string_actions if option.startswith("--"))

@@ -35,7 +35,7 @@ from beameval.compare.scores import compare_scores
 from beameval.core.errors import ConfigError, EvaluatorError, OutputError
 from pipeline.cli import check_flags
 from pipeline.history import history_exists, read_runs
-from pipeline.local_runner import LocalRunner
+from pipeline.local_runner import choose_runner
 from pipeline.report import write_comparison_report
 from pipeline.results import RESULTS_FILE, read_json, write_json_atomically
 from pipeline.summary import unexpected_error, unwrap_pipeline_error
@@ -98,7 +98,7 @@ def compare(argv: list[str]) -> dict[str, Any]:
 
     started = time.time()
     options = PipelineOptions(beam_args)
-    runner = None if options.view_as(StandardOptions).runner else LocalRunner()
+    runner = choose_runner(options)  # DirectRunner included: never a Prism download
     pipeline = beam.Pipeline(runner=runner, options=options)
     rows = max(_records(baseline), _records(candidate))
     pairs = pipeline | "PairRuns" >> PairRuns(sides[BASELINE], sides[CANDIDATE], args.key, names, bucket_count(rows))

@@ -7,7 +7,22 @@ import os
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-__all__ = ["EvalOptions", "progress_settings"]
+__all__ = ["SWITCH", "EvalOptions", "progress_settings"]
+
+
+def _switch(value: str) -> bool:
+    """``true``/``false`` (any case, or 1/0, yes/no) for ``--flag=VALUE``."""
+    text = value.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+#: An on/off flag given bare (``--resume``) or with a value (``--resume=true``): a Dataflow Flex
+#: Template passes every parameter as ``--name=value``, so a bare-only switch could not be set there.
+SWITCH: dict[str, object] = {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}
 
 
 class EvalOptions(PipelineOptions):
@@ -20,13 +35,13 @@ class EvalOptions(PipelineOptions):
         parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
         parser.add_argument(
             "--overwrite",
-            action="store_true",
+            **SWITCH,
             default=False,
             help="replace outputs already in --output",
         )
         parser.add_argument(
             "--resume",
-            action="store_true",
+            **SWITCH,
             default=False,
             help="continue an interrupted (or completed) run in --output: recorded responses are not sent again",
         )
@@ -38,13 +53,13 @@ class EvalOptions(PipelineOptions):
         )
         parser.add_argument(
             "--no_cache",
-            action="store_true",
+            **SWITCH,
             default=False,
             help="use no response store, whatever the config says",
         )
         parser.add_argument(
             "--skip_preflight",
-            action="store_true",
+            **SWITCH,
             default=False,
             help="do not check the dataset, templates and endpoint before starting",
         )

@@ -130,7 +130,7 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
 
 def _check_key(where: str, access: EndpointAccess) -> None:
     key_env = access.api_key_env
-    if key_env and not os.environ.get(key_env):
+    if key_env and not os.environ.get(key_env) and not access.api_key_secret:  # the secret stands in for it
         raise ConfigError(
             f"the {where} api_key_env names the environment variable {key_env!r}, but it is not set; "
             "export it before running (the key itself never goes in the config)."

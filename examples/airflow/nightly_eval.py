@@ -48,7 +48,7 @@ EXIT_GO, EXIT_NO_GO, EXIT_INCONCLUSIVE = 0, 1, 4
 
 
 class EvaluatorPipelineOperator(BeamRunPythonPipelineOperator):
-    """``BeamRunPythonPipelineOperator`` whose ``py_interpreter`` is templated, so it can come from ``params.python``."""
+    """``BeamRunPythonPipelineOperator`` with ``py_interpreter`` templated, so it can come from ``params.python``."""
 
     template_fields = (*BeamRunPythonPipelineOperator.template_fields, "py_interpreter")
 

@@ -139,3 +139,14 @@ def test_an_interrupt_stops_cleanly_with_one_line_and_exit_130(
     assert clean_server.stats()["requests"] < len(QA)
     time.sleep(0.5)
     assert _workers_of(process.pid) == []  # no worker process outlives the run
+
+
+@pytest.mark.parametrize(("flag", "said"), [("--limit=abc", "invalid int value: 'abc'"), ("--resume=maybe", "'maybe'")])
+def test_a_known_flag_with_a_bad_value_is_one_line(write_jsonl, run_eval, flag, said) -> None:
+    offline = {
+        "dataset": {"path": str(write_jsonl([{"output": "a", "answer": "a"}]))},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}],
+    }
+    result = run_eval(offline, flag)
+    assert result.code == 2 and said in result.stderr and "usage:" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

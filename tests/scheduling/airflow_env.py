@@ -46,16 +46,14 @@ def ensure(venv: Path = VENV, log: Path | None = None) -> tuple[Path, float]:
             return venv / "bin" / "airflow", 0.0
         started = time.monotonic()
         shutil.rmtree(venv, ignore_errors=True)
-        out = open(log, "w") if log else None  # noqa: SIM115 - closed below
-        try:
-            run = dict(stdout=out or subprocess.DEVNULL, stderr=subprocess.STDOUT, check=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], **run)  # type: ignore[call-overload]
+        with open(log or os.devnull, "w") as out:
             pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, "--upgrade", "pip"], **run)  # type: ignore[call-overload]
-            subprocess.run([*pip, *REQUIREMENTS], **run)  # type: ignore[call-overload]
-        finally:
-            if out:
-                out.close()
+            for command in (
+                [sys.executable, "-m", "venv", str(venv)],
+                [*pip, "--upgrade", "pip"],
+                [*pip, *REQUIREMENTS],
+            ):
+                subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=True)
         seconds = time.monotonic() - started
         (venv / ".ready").write_text(" ".join(REQUIREMENTS) + f"\nbuilt in {seconds:.0f} s\n")
         return venv / "bin" / "airflow", seconds

@@ -62,9 +62,7 @@ def test_three_nights_no_baseline_then_no_go_then_go_against_latest(airflow, ser
         "NO_PROXY": "127.0.0.1,localhost",
     }
     started = time.monotonic()
-    migrate = subprocess.run(
-        [str(airflow_bin), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
-    )
+    migrate = subprocess.run([str(airflow_bin), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
     timings = {"build_venv_s": round(built_s, 1), "db_migrate_s": round(time.monotonic() - started, 1)}
 

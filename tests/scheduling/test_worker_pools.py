@@ -113,7 +113,12 @@ def _started_workers(logs: list[Path]) -> list[int]:
 
 @pytest.mark.slow
 def test_external_worker_pools_match_the_default_runner_and_bound_in_flight(
-    job_service: str, worker_pools, clean_server, model_target, write_jsonl, run_eval
+    job_service: str,  # noqa: F811 - the fixture imported above
+    worker_pools,
+    clean_server,
+    model_target,
+    write_jsonl,
+    run_eval,
 ) -> None:
     port, logs = worker_pools
     clean_server.configure(latency_ms=30)
