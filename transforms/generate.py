@@ -140,7 +140,7 @@ class GenerateSamples(beam.DoFn):
             key = prepared_key(pristine, row.sample_index)
         except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
             return self._handler
-        return RecordingHandler(self._handler, self._journal, key, self._model_name)
+        return RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""

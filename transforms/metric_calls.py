@@ -187,7 +187,13 @@ class CallMetricEndpoints(beam.DoFn):
         except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
             return endpoint.handler
         model = prepared.body.get("model")
-        return RecordingHandler(endpoint.handler, self._journal, key, model if isinstance(model, str) else None)
+        return RecordingHandler(
+            endpoint.handler,
+            self._journal,
+            key,
+            model if isinstance(model, str) else None,
+            self._redactors[endpoint.key],
+        )
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         for (calls, key), outcome in self._pending.drain(block, until_empty):

@@ -7,6 +7,7 @@ from typing import Any
 
 from beameval.cache.entry import StoredResponse
 from beameval.cache.journal import JournalWriter
+from beameval.core.redaction import Redactor
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 
@@ -25,11 +26,15 @@ class RecordingHandler(TargetHandler):
         journal: the run's journal writer.
         key: the request's ``response_key``.
         model: the model name the request asked for, stored with the entry.
+        redactor: masks the endpoint's secrets (key, header values) in what is recorded.
 
     """
 
-    def __init__(self, inner: TargetHandler, journal: JournalWriter, key: str, model: str | None) -> None:
+    def __init__(
+        self, inner: TargetHandler, journal: JournalWriter, key: str, model: str | None, redactor: Redactor
+    ) -> None:
         self._inner = inner
+        self._redactor = redactor
         self._journal = journal
         self._key = key
         self._model = model
@@ -45,7 +50,7 @@ class RecordingHandler(TargetHandler):
 
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:
         sample = self._inner.parse(status, json_body)
-        self._journal.record(self._key, json_body, self._model)
+        self._journal.record(self._key, self._redactor.value(json_body), self._model)  # an echoed key is never kept
         return sample
 
 

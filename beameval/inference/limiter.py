@@ -25,13 +25,15 @@ class AdaptiveLimiter:
       sees one burst of overload replies past 16, not 48 (which, with a one-second
       ``Retry-After``, made a capacity-limited run's rate swing from 186 to 241 rows/s
       between runs when the limit started at 64).
-    * Decrease: hard overload (429, 503) halves the limit, ``limit = max(1, limit // 2)``;
+    * Decrease: hard overload (429, 503) takes 30% off, ``max(1, min(limit - 1, int(limit * 0.7)))``
+      (CUBIC's factor: halving left a 16-request endpoint at 8 for two round trips of every
+      cycle, 194 rows/s against 212 with 0.7, measured with 2,000 requests at 50 ms);
       soft overload (timeouts) takes a fifth off, ``max(1, min(limit - 1, int(limit * 0.8)))``.
       Either remembers the limit before the decrease as ``w_max``, the last overload point.
     * At most one decrease per window: a decrease opens a window that stays open until
       every request that was in flight at the time of the decrease has finished. Overload
       replies and successes recorded while it is open are ignored, so a burst of 429s from
-      one round trip halves the limit once, and replies to requests sent under the old
+      one round trip cuts the limit once, and replies to requests sent under the old
       limit can neither cut it again nor undo the cut.
     * Additive increase, outside a window: +1 after every N successes, where
 
@@ -47,8 +49,8 @@ class AdaptiveLimiter:
     * Transient and fatal failures leave the limit alone.
 
     Against an endpoint that answers 429 above K requests in flight (K=16, limit 64) this
-    settles into a 5-round-trip cycle 8, 15, 16, 16, 17: about 0.9 K requests accepted per
-    round trip, one halving per cycle.
+    settles into a cycle of about 11, 15, 16, 16, 16, 17 (limits sampled by
+    round trip): about 0.9 K requests in flight on average, one cut per cycle.
 
     All methods must be called from the event loop that runs the requests, and
     ``record`` while the attempt still holds its slot.
@@ -58,6 +60,7 @@ class AdaptiveLimiter:
         initial_limit: where slow start begins.
         growth_divisor: in the fast region, successes per +1 are ``limit // growth_divisor``.
         soft_factor: multiplicative decrease on soft overload.
+        hard_factor: multiplicative decrease on hard overload.
 
     """
 
@@ -68,6 +71,7 @@ class AdaptiveLimiter:
         "_slow_start",
         "_limit",
         "_next_ticket",
+        "_hard_factor",
         "_soft_factor",
         "_waiters",
         "_w_max",
@@ -80,7 +84,13 @@ class AdaptiveLimiter:
     )
 
     def __init__(
-        self, max_limit: int, *, initial_limit: int = 8, growth_divisor: int = 8, soft_factor: float = 0.8
+        self,
+        max_limit: int,
+        *,
+        initial_limit: int = 8,
+        growth_divisor: int = 8,
+        soft_factor: float = 0.8,
+        hard_factor: float = 0.7,
     ) -> None:
         if max_limit < 1:
             raise ValueError(f"max_limit must be at least 1, got {max_limit}")
@@ -89,6 +99,7 @@ class AdaptiveLimiter:
         self._slow_start = True
         self._growth_divisor = max(1, growth_divisor)
         self._soft_factor = soft_factor
+        self._hard_factor = hard_factor
         self._in_flight = 0
         self._credit = 0
         self._next_ticket = 0
@@ -137,7 +148,7 @@ class AdaptiveLimiter:
             return
         kind = failure.failure_class
         if kind == "hard_overload":
-            new_limit = max(1, self._limit // 2)
+            new_limit = max(1, min(self._limit - 1, int(self._limit * self._hard_factor)))
         elif kind == "soft_overload":
             new_limit = max(1, min(self._limit - 1, int(self._limit * self._soft_factor)))
         else:

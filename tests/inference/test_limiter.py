@@ -43,7 +43,7 @@ def test_starts_at_max_and_never_exceeds_it():
 
 
 def test_burst_of_429s_from_one_window_halves_once():
-    limiter = AdaptiveLimiter(64, initial_limit=64)
+    limiter = AdaptiveLimiter(64, initial_limit=64, hard_factor=0.5)
 
     async def main():
         holders = []
@@ -70,7 +70,7 @@ def test_burst_of_429s_from_one_window_halves_once():
 
 
 def test_requests_started_after_a_decrease_end_the_window_only_with_old_ones():
-    limiter = AdaptiveLimiter(16, initial_limit=16)
+    limiter = AdaptiveLimiter(16, initial_limit=16, hard_factor=0.5)
 
     async def main():
         old = limiter.slot()
@@ -173,7 +173,7 @@ def test_capacity_limited_endpoint_settles_around_capacity():
 
 
 def test_successes_inside_a_window_do_not_undo_the_decrease():
-    limiter = AdaptiveLimiter(32, initial_limit=32)
+    limiter = AdaptiveLimiter(32, initial_limit=32, hard_factor=0.5)
 
     async def main():
         slots = []
@@ -260,11 +260,11 @@ def test_slow_start_ends_at_the_first_overload():
         assert limiter.limit == 16
         async with limiter.slot():
             limiter.record(HARD)
-        assert limiter.limit == 8 and limiter.decreases == 1
+        assert limiter.limit == 11 and limiter.decreases == 1  # 16 * 0.7
         for _ in range(8):  # outside slow start, near the last overload point (16): not +1 per success
             async with limiter.slot():
                 limiter.record(None)
-        assert 8 < limiter.limit < 16
+        assert 11 < limiter.limit < 16
 
     run(main())
 
@@ -272,3 +272,14 @@ def test_slow_start_ends_at_the_first_overload():
 def test_slow_start_never_begins_above_the_cap():
     assert AdaptiveLimiter(3).limit == 3
     assert AdaptiveLimiter(64, initial_limit=100).limit == 64
+
+
+def test_a_hard_overload_takes_thirty_percent_off_by_default_and_always_at_least_one():
+    async def main():
+        for start, expected in ((17, 11), (16, 11), (2, 1), (1, 1)):
+            limiter = AdaptiveLimiter(64, initial_limit=start)
+            async with limiter.slot():
+                limiter.record(HARD)
+            assert limiter.limit == expected, (start, limiter.limit)
+
+    run(main())
