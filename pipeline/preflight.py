@@ -17,7 +17,14 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.config.access import EndpointAccess
 from beameval.config.schema import EvalConfig
-from beameval.core.errors import ConfigError, DatasetError, EndpointError, EvaluatorError, TemplateError
+from beameval.core.errors import (
+    ConfigError,
+    DatasetError,
+    EndpointError,
+    EvaluatorError,
+    TemplateBudgetError,
+    TemplateError,
+)
 from beameval.core.formats import (
     detect_format,
     iter_records,
@@ -67,7 +74,8 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
         try:
             _render_first_row(config, scorer, first)
         except EvaluatorError as exc:
-            if not config.params.ignore_request_failure:
+            # A template over its budget fails every row: the config is wrong in both modes.
+            if not config.params.ignore_request_failure or isinstance(exc, TemplateBudgetError):
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
     _check_endpoints(config, scorer)

@@ -21,6 +21,7 @@ __all__ = [
     "EvaluatorError",
     "MetricError",
     "OutputError",
+    "TemplateBudgetError",
     "TemplateError",
 ]
 
@@ -49,6 +50,10 @@ class DatasetError(EvaluatorError):
 
 class TemplateError(EvaluatorError):
     """A template failed to compile, or to render against a row."""
+
+
+class TemplateBudgetError(TemplateError):
+    """A template ran past its rendering budget or recursed without end: the template's fault, whatever the row."""
 
 
 class EndpointError(EvaluatorError):

@@ -129,8 +129,12 @@ class Redactor:
         """A JSON-like value with every string (keys included) redacted; unchanged values come back as they are.
 
         A clean value (the usual case: every reply of a run passes here) is found clean with
-        one serialisation and one scan instead of a walk that runs every pattern on every string.
+        one serialisation and one scan instead of a walk that runs every pattern on every string;
+        with no configured secret there is nothing to mask in data (message text still gets
+        the bearer/key patterns through ``text``).
         """
+        if not self.secrets:  # nothing configured to leak: replies are data, kept as received
+            return value
         if isinstance(value, (dict, list, tuple)) and self._clean(value):
             return value
         return self._walk(value)

@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import TemplateSyntaxError, Undefined, UndefinedError
 from jinja2.exceptions import SecurityError
 
-from beameval.core.errors import TemplateError
+from beameval.core.errors import TemplateBudgetError, TemplateError
 from beameval.core.sandbox import ENV, REMOVED_GLOBALS, RenderBudget, RenderBudgetExceeded, check_output
 
 __all__ = ["Template", "metric_context", "render_text"]
@@ -67,9 +67,9 @@ class Template:
             with RenderBudget():
                 return self._render(context)
         except RenderBudgetExceeded as exc:
-            raise TemplateError(f"template '{self.name}' exceeded its rendering budget: {exc}.") from None
+            raise TemplateBudgetError(f"template '{self.name}' exceeded its rendering budget: {exc}.") from None
         except RecursionError:
-            raise TemplateError(
+            raise TemplateBudgetError(
                 f"template '{self.name}' recursed too deeply (a macro calling itself without end?)."
             ) from None
         except UndefinedError as exc:

@@ -129,6 +129,9 @@ def test_a_row_over_the_budget_fails_alone_and_the_preflight_fails_the_config(
     result = run_eval({**config, "dataset": {"path": str(data)}, "params": {}})
     assert result.code == 2 and "preflight: the first row" in result.stderr
     assert "exceeded its rendering budget" in result.stderr
+    # ... and in lenient mode too: a template over budget fails every row, so the config is wrong.
+    lenient = run_eval({**config, "dataset": {"path": str(data)}})
+    assert lenient.code == 2 and "exceeded its rendering budget" in lenient.stderr
 
 
 def _bomb(levels: int = 9) -> str:
