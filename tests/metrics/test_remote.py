@@ -57,7 +57,7 @@ def test_defaults_and_outputs() -> None:
         ({"api_key_env": "Bearer abc"}, "NAME of an environment variable"),
         ({"body": {"x": "{{ broken"}}, "syntax error"),
         ({"timeout_seconds": 0}, "greater than 0"),
-        ({"api_key_secret": "x"}, "unknown key"),
+        ({"api_key_secrets": "x"}, "unknown key"),
     ],
 )
 def test_invalid_configs(fields: dict[str, Any], fragment: str) -> None:
