@@ -114,8 +114,12 @@ class Redactor:
         return Redactor((*self.secrets, *other.secrets))
 
     def text(self, text: str) -> str:
-        """``redact_text`` with this redactor's secrets (the same object back when clean)."""
-        return redact_text(text, self.secrets)
+        """``redact_text`` with this redactor's secrets (the same object back when clean).
+
+        With no configured secret a text is data (a model's answer may well contain ``sk-``):
+        it is kept as it is; messages get the generic patterns from ``redact_text`` itself.
+        """
+        return redact_text(text, self.secrets) if self.secrets else text
 
     def bytes(self, data: bytes) -> bytes:
         """Mask the secrets in raw bytes (a reply body as stored), as UTF-8 and as JSON escapes would hold them."""

@@ -1,7 +1,8 @@
 """Confidence intervals of a mean: Wilson score (binary scores), Student-t, and the field set results.json reports.
 
-Quantiles come from scipy (``scipy.stats.norm.ppf``, ``scipy.stats.t.ppf``), imported on
-first use so that workers which never build a result do not pay for the import.
+Quantiles come from scipy's special functions (``ndtri``, ``stdtrit``: the kernels behind
+``scipy.stats.norm.ppf`` and ``scipy.stats.t.ppf``, identical values), imported on first
+use so that workers which never build a result do not pay for the import.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ def z_quantile(level: float) -> float:
         ``scipy.stats.norm.ppf(1 - (1 - level) / 2)`` (1.959963984540054 at 0.95).
 
     """
-    from scipy.stats import norm
+    from scipy.special import ndtri  # scipy.stats.norm.ppf's own kernel; 0.4 s to import, not 1 s
 
-    return float(norm.ppf(1.0 - (1.0 - level) / 2.0))
+    return float(ndtri(1.0 - (1.0 - level) / 2.0))
 
 
 @lru_cache(maxsize=1024)
@@ -60,9 +61,9 @@ def t_quantile(level: float, dof: int) -> float:
         ``scipy.stats.t.ppf(1 - (1 - level) / 2, dof)`` (12.706 for dof 1 at 0.95).
 
     """
-    from scipy.stats import t
+    from scipy.special import stdtrit  # scipy.stats.t.ppf's own kernel, without importing scipy.stats
 
-    return float(t.ppf(1.0 - (1.0 - level) / 2.0, dof))
+    return float(stdtrit(dof, 1.0 - (1.0 - level) / 2.0))
 
 
 def wilson_interval(successes: float, n: int, level: float) -> tuple[float, float]:
