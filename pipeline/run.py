@@ -111,13 +111,14 @@ def run(argv: list[str]) -> dict[str, Any]:
     publish_outputs(flags.output, stage, run_id)
     publish_run(flags.output, store)  # paid-for responses go to the store even when strict mode fails the run
     summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
-    results = build_results(summary, RowScorer(config.metrics), config.public_dump(), run_info)
+    scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
+    results = build_results(summary, scorer, config.public_dump(), run_info)
     results["provenance"] = build_provenance(  # CONTRACT.md "Provenance and run history"
         config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
     )
     _fail_if_strict(config, summary)
     results["failures"] = failure_breakdown(flags.output)
-    judges = [key for key, metric in RowScorer(config.metrics).metrics if metric.config.type == "llm-judge"]
+    judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
     results["warnings"] = unparsed_judges(results, judges)
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
