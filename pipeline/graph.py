@@ -13,12 +13,14 @@ from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
-from transforms.cache import LookupMetricResponses, LookupResponses, ReadResponses
+from transforms.cache import LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
+from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.score import ERRORS, ScoreRows
+from transforms.store_join import ReadResponses
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
 __all__ = ["build_graph"]

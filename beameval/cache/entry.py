@@ -7,18 +7,39 @@ without decoding a single response that no row asks for. Lines written by anythi
 are parsed as JSON. A line that does not parse (the torn last line of a shard whose
 writer was killed) or that carries another key version yields no key: it is skipped,
 never an error.
+
+For the pipeline's join, lines travel in batches (``pack_lines``): the 32-byte keys side
+by side, and the lines compressed together. A batch of a few hundred lines compresses to
+about a quarter of their size where each line alone barely shrinks, and a shuffle that
+holds a batch as one object (as a local runner's does) spends a few bytes of bookkeeping
+on it instead of a hundred on every line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import zlib
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 from beameval.cache.key import KEY_VERSION
 
-__all__ = ["StoredResponse", "choose", "decode_entry", "encode_entry", "iter_lines", "line_key"]
+__all__ = [
+    "KEY_BYTES",
+    "StoredResponse",
+    "bucket_of",
+    "choose",
+    "decode_entry",
+    "encode_entry",
+    "iter_lines",
+    "line_key",
+    "pack_lines",
+    "wanted_lines",
+]
+
+#: A key's length as raw bytes (the line holds it as 64 hex digits).
+KEY_BYTES = 32
 
 _PREFIX = b'{"key":"'
 _KEY_END = len(_PREFIX) + 64
@@ -127,3 +148,44 @@ def iter_lines(stream: IO[bytes]) -> Iterator[bytes]:
         line = line.rstrip(b"\r\n")
         if line:
             yield line
+
+
+def bucket_of(key: bytes, buckets: int) -> int:
+    """The join bucket of a raw key: its first four bytes modulo ``buckets`` (keys are uniform hashes)."""
+    return int.from_bytes(key[:4], "big") % buckets
+
+
+def pack_lines(keys: list[bytes], lines: list[bytes]) -> tuple[bytes, bytes]:
+    """Return a batch of lines: ``(the raw keys concatenated, the lines joined by newlines and compressed)``.
+
+    Args:
+        keys: each line's key as ``KEY_BYTES`` raw bytes (``bytes.fromhex(line_key(line))``).
+        lines: the lines, without newlines, in the same order.
+
+    """
+    return b"".join(keys), zlib.compress(b"\n".join(lines), 1)
+
+
+def wanted_lines(batches: Iterable[tuple[bytes, bytes]], wanted: Collection[bytes]) -> dict[bytes, list[bytes]]:
+    """Return the lines of the ``wanted`` keys found in ``pack_lines`` batches, every copy of each.
+
+    A batch none of whose keys is wanted is not even decompressed, so a join bucket costs
+    memory for what its rows ask for, not for the whole store's share of it.
+
+    Args:
+        batches: ``(keys, compressed lines)`` pairs, as ``pack_lines`` returns them.
+        wanted: the raw keys to look for.
+
+    Returns:
+        Raw key -> its lines (for ``choose``); a key with no line is absent.
+
+    """
+    found: dict[bytes, list[bytes]] = {}
+    for keys, blob in batches:
+        hits = [i for i in range(0, len(keys), KEY_BYTES) if keys[i : i + KEY_BYTES] in wanted]
+        if not hits:
+            continue
+        lines = zlib.decompress(blob).split(b"\n")
+        for i in hits:
+            found.setdefault(keys[i : i + KEY_BYTES], []).append(lines[i // KEY_BYTES])
+    return found

@@ -56,13 +56,13 @@ def journaled_keys(output: Path) -> set[str]:
     return keys
 
 
-def start_run(config: dict[str, Any], output: Path, tmp_path: Path) -> subprocess.Popen[str]:
+def start_run(config: dict[str, Any], output: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     """The CLI as a subprocess in its own process group (so the whole group can be signalled)."""
     config_path = tmp_path / "killed.yaml"
     config_path.write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "pipeline.run", "--config", str(config_path), "--output", str(output)]
     return subprocess.Popen(
-        [*command, "--progress_interval", "0"],
+        [*command, "--progress_interval", "0", *extra],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -165,6 +165,38 @@ def test_an_interrupted_run_resumes_paying_only_for_what_was_not_answered(
     assert resumed.results["usage"]["cache"] == {"hits": len(recorded), "misses": sent}
 
 
+TWO_PROCESSES = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+
+
+@pytest.mark.slow
+def test_two_local_processes_resume_a_killed_run(clean_run, clean_server, run_eval, tmp_path):
+    """Kill -9 a 2-process run at half, resume it with 2 processes: the clean run's outputs, nothing paid twice."""
+    config, clean = clean_run
+    clean_server.configure(latency_ms=LATENCY_MS)
+    output = tmp_path / "killed"
+    process = start_run(config, output, tmp_path, *TWO_PROCESSES)
+    at_kill = interrupt_halfway(clean_server, process, signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    recorded = journaled_keys(output)
+    writers = {path.name.split("-")[1] for path in (output / "_responses").glob("*.jsonl")}
+
+    clean_server.reset()
+    resumed = run_eval(config, "--resume", *TWO_PROCESSES, output=output)
+    assert resumed.code == 0, resumed.stderr
+    sent = clean_server.stats()["requests"]
+    # Two workers, each with PARALLELISM in flight and a second's worth of answers unflushed at most.
+    in_flight, one_second = 2 * PARALLELISM, 2 * PARALLELISM * 1000 // LATENCY_MS
+    assert sent == ROWS - len(recorded)
+    assert sent <= ROWS - at_kill["by_status"]["200"] + in_flight + one_second
+    assert set(clean_server.stats()["per_prompt"].values()) <= {1}
+    assert len(writers) == 2, f"both worker processes answered rows before the kill: {writers}"
+    assert resumed.results["counts"] == clean.results["counts"]
+    assert resumed.results["aggregate_scores"] == clean.results["aggregate_scores"]
+    assert comparable_rows(resumed) == comparable_rows(clean)
+    assert resumed.results["usage"]["cache"] == {"hits": len(recorded), "misses": sent}
+
+
 def test_a_store_answers_a_second_run_and_every_key_input_misses(
     clean_server, server, model_target, write_jsonl, run_eval, tmp_path
 ):
@@ -261,28 +293,6 @@ def test_judge_calls_hit_the_second_time(clean_server, server, model_target, wri
     confidence = second.score("llm-judge.confidence")
     assert (confidence["count"], confidence["mean"]) == (12, 4.0)
     assert second.results["aggregate_scores"] == first.results["aggregate_scores"]
-
-
-@pytest.mark.slow
-def test_two_local_processes_record_every_response_for_the_store(
-    clean_server, model_target, write_jsonl, run_eval, tmp_path
-):
-    config = config_for(write_jsonl(DATA[:60]), model_target())
-    config["cache"] = {"path": str(tmp_path / "store")}
-    first = run_eval(config, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
-    assert first.code == 0, first.stderr
-    assert clean_server.stats()["requests"] == 60
-    # Written by the worker processes, each to its own shards, and added to the store by the driver.
-    shards = list((tmp_path / "store" / "entries").glob("*.jsonl"))
-    entries = [json.loads(line) for shard in shards for line in shard.read_text().splitlines()]
-    assert len(entries) == 60 and len({e["key"] for e in entries}) == 60
-    clean_server.reset()
-    second = run_eval(config)
-    assert second.code == 0, second.stderr
-    assert clean_server.stats()["requests"] == 0
-    assert second.results["aggregate_scores"] == first.results["aggregate_scores"]
-    em = second.score("exact-match.exact-match")
-    assert (em["count"], em["sum"]) == (60, sum(1 for i in range(60) if i % 3))
 
 
 def test_every_key_input_misses_for_every_row(server, tmp_path):

@@ -1,0 +1,164 @@
+"""The keyed join of requests with the response store: a bucketed hash join on one GroupByKey.
+
+Both sides are cut into ``BUCKETS`` buckets by their key (``entry.bucket_of``) and travel
+in batches: the store side as ``entry.pack_lines`` batches of its shards' lines (read
+once, sequentially, each shard by one worker), the request side as pickled, compressed
+lists of ``(key, value)``. One ``GroupByKey`` on the bucket brings a bucket's batches
+together, and ``_Probe`` answers each request of the bucket with the entry ``choose``
+picks among its key's lines (or None: a miss).
+
+Why batches, and not a ``CoGroupByKey`` on each key: a local runner's shuffle
+(FnApiRunner's ``GroupingBuffer``) keeps every value as a Python object and then a second,
+encoded copy of everything, so with one value per row and one per stored line a million
+cached rows took 3 GiB. Batches of a few hundred compress to a fraction of their parts
+(rows of one dataset and replies of one model repeat their field names and most of their
+text), and cost one object each. Nothing is loaded whole anywhere: a bucket holds about
+``1/BUCKETS`` of the rows and of the store, and on Dataflow a 10-million-entry store is
+40,000 entries a bucket, only the wanted ones decompressed.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beameval.cache.entry import StoredResponse, bucket_of, choose, iter_lines, line_key, pack_lines
+from beameval.cache.entry import wanted_lines as find_lines
+
+__all__ = ["BUCKETS", "BatchByBucket", "JoinStored", "ReadResponses"]
+
+#: Join buckets: enough to spread over every worker, few enough that each batch holds hundreds of entries.
+BUCKETS = 256
+#: Entries buffered (over all buckets) before every bucket's batch is sent on.
+FLUSH_AT = 32_768
+
+_REQUESTS, _STORED = 0, 1  # which side a batch comes from
+
+
+def _read_shard(path: str) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+    keys: list[list[bytes]] = [[] for _ in range(BUCKETS)]
+    lines: list[list[bytes]] = [[] for _ in range(BUCKETS)]
+    held = 0
+    with FileSystems.open(path) as stream:
+        for line in iter_lines(stream):
+            key = line_key(line)
+            if key is None:  # a torn line, another key version: skipped
+                continue
+            raw = bytes.fromhex(key)
+            bucket = bucket_of(raw, BUCKETS)
+            keys[bucket].append(raw)
+            lines[bucket].append(line)
+            held += 1
+            if held >= FLUSH_AT:
+                yield from _line_batches(keys, lines)
+                held = 0
+    yield from _line_batches(keys, lines)
+
+
+def _line_batches(keys: list[list[bytes]], lines: list[list[bytes]]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+    for bucket in range(BUCKETS):
+        if keys[bucket]:
+            yield bucket, (_STORED, *pack_lines(keys[bucket], lines[bucket]))
+            keys[bucket], lines[bucket] = [], []
+
+
+class ReadResponses(beam.PTransform):
+    """The entries of the given shard files as ``(bucket, batch)``; torn lines and other key versions are skipped.
+
+    Args:
+        shards: the files to read, listed by the driver when the run starts (a shard that
+            appears later, such as this run's own journal, is not read).
+    """
+
+    def __init__(self, shards: Sequence[str]) -> None:
+        super().__init__()
+        self._shards = list(shards)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]:
+        return (
+            pbegin
+            | "Shards" >> beam.Create(self._shards)
+            | "Spread" >> beam.Reshuffle()
+            | "Lines" >> beam.FlatMap(_read_shard)
+        )
+
+
+class BatchByBucket(beam.DoFn):
+    """``(raw key or None, value)`` -> ``(bucket, request batch)``, flushed every ``FLUSH_AT`` and at bundle end.
+
+    A None key (a row with no request) never hits; it is spread by its position in the
+    bundle so that it still comes out of the join, as a miss.
+    """
+
+    def start_bundle(self) -> None:
+        self._buffers: list[list[tuple[bytes | None, Any]]] = [[] for _ in range(BUCKETS)]
+        self._held = 0
+
+    def process(self, keyed: tuple[bytes | None, Any]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+        key = keyed[0]
+        bucket = bucket_of(key, BUCKETS) if key is not None else self._held % BUCKETS
+        self._buffers[bucket].append(keyed)
+        self._held += 1
+        if self._held >= FLUSH_AT:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for batch in self._flush():
+            yield GlobalWindows.windowed_value(batch)
+
+    def _flush(self) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+        for bucket, pairs in enumerate(self._buffers):
+            if pairs:
+                payload = zlib.compress(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL), 1)
+                yield bucket, (_REQUESTS, b"", payload)
+                self._buffers[bucket] = []
+        self._held = 0
+
+
+def _probe(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[tuple[Any, StoredResponse | None]]:
+    """One bucket's batches -> ``(value, chosen entry or None)`` for every request in it."""
+    _bucket, batches = bucket
+    requests: list[bytes] = []
+    stored: list[tuple[bytes, bytes]] = []
+    for side, keys, payload in batches:
+        if side == _REQUESTS:
+            requests.append(payload)
+        else:
+            stored.append((keys, payload))
+    if not requests:  # stored entries no request of this run asks for
+        return
+    unpacked = [pickle.loads(zlib.decompress(payload)) for payload in requests]
+    wanted = {key for pairs in unpacked for key, _value in pairs if key is not None}
+    found = find_lines(stored, wanted) if wanted else {}
+    del stored
+    chosen = {key: choose(lines) for key, lines in found.items()}
+    for pairs in unpacked:
+        for key, value in pairs:
+            yield value, chosen.get(key) if key is not None else None
+
+
+class JoinStored(beam.PTransform):
+    """``(bucket, request batch)`` (``BatchByBucket``) -> ``(value, StoredResponse or None)`` per request.
+
+    Args:
+        stored: the store's and journal's entries (``ReadResponses``).
+    """
+
+    def __init__(self, stored: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> None:
+        super().__init__()
+        self._stored = stored
+
+    def expand(self, requests: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> beam.PCollection[Any]:
+        return (
+            (requests, self._stored)
+            | "Both" >> beam.Flatten()
+            | "ByBucket" >> beam.GroupByKey()
+            | "Probe" >> beam.FlatMap(_probe)
+        )
