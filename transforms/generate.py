@@ -22,7 +22,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beameval.cache.key import prepared_key
+from beameval.cache.key import response_key_from_content
 from beameval.cache.recording import RecordingHandler
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
@@ -31,7 +31,7 @@ from beameval.core.redaction import Redactor
 from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.templates import Template
 from beameval.inference.engine import InferenceEngine, Outcome
-from beameval.inference.prepared import PreparedRequest
+from beameval.inference.prepared import PreparedRequest, canonical_json
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
@@ -74,10 +74,9 @@ class GenerateSamples(beam.DoFn):
         # The key and every default-header value are masked in what the rows carry (a gateway may echo them).
         self._redactor = Redactor(config.target.endpoint.secret_values())
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
-        # Responses are keyed by the request as first built: a handler that learns to rename
-        # max_tokens (ModelHandler.revise) must not change the keys, so a never-sending twin builds them.
+        # Builds the key's request once the handler has learned to rename max_tokens (see _recording).
         model = config.target.model
-        self._key_handler = make_handler(config.target, config.params, None) if model is not None else self._handler
+        self._key_handler = make_handler(config.target, config.params, None)
         self._model_name = model.name if model is not None else None
         params = config.params
         self._engine = InferenceEngine.shared(
@@ -114,6 +113,7 @@ class GenerateSamples(beam.DoFn):
         try:
             rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
             prepared = self._handler.prepare(rendered, row.item)
+            learned = self._handler.learned  # read after prepare (a one-way switch): see _recording
             if row.sample_index:  # the sample index is part of the response key (caches keep samples apart)
                 prepared = dataclasses.replace(prepared, sample_index=row.sample_index)
         except EvaluatorError as exc:
@@ -122,7 +122,9 @@ class GenerateSamples(beam.DoFn):
         except Exception as exc:  # noqa: BLE001 - a handler bug fails its row, not the bundle
             yield self._failed_row(row, unexpected_failure("GenerateSamples", "sample_generation", row.row_index, exc))
             return
-        handler = self._recording(rendered, row, prepared) if self._journal is not None else self._handler
+        handler: TargetHandler = self._handler
+        if self._journal is not None:
+            prepared, handler = self._recording(rendered, row, prepared, learned)
         self._pending.add(self._engine.submit(prepared, handler, max_retries=self._max_retries), row)
         yield from self._drain(block=self._pending.full)
 
@@ -132,15 +134,27 @@ class GenerateSamples(beam.DoFn):
         if self._journal is not None:
             self._journal.sync()  # every response of the bundle's rows is durable before they move on
 
-    def _recording(self, rendered: Any, row: InputRow, prepared: PreparedRequest) -> TargetHandler:
-        """The handler for one request that also records its success in the journal under its key."""
+    def _recording(
+        self, rendered: Any, row: InputRow, prepared: PreparedRequest, learned: bool
+    ) -> tuple[PreparedRequest, TargetHandler]:
+        """The request with its wire bytes, and a handler that also records its success in the journal under its key.
+
+        Responses are keyed by the request as first built: once the handler has learned
+        to rename ``max_tokens`` (``ModelHandler.revise``; ``learned``, read after
+        ``prepare``, says it may have) a never-sending twin builds the key's request.
+        """
         assert self._journal is not None
         try:
-            pristine = prepared if self._key_handler is self._handler else self._key_handler.prepare(rendered, row.item)
-            key = prepared_key(pristine, row.sample_index)
+            content = canonical_json(prepared.body)  # serialised once: keyed here, sent as it is
+            prepared = dataclasses.replace(prepared, content=content)
+            if learned:
+                pristine = self._key_handler.prepare(rendered, row.item)
+                key = response_key_from_content(pristine.url, canonical_json(pristine.body), row.sample_index)
+            else:
+                key = response_key_from_content(prepared.url, content, row.sample_index)
         except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
-            return self._handler
-        return RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
+            return prepared, self._handler
+        return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""

@@ -17,6 +17,7 @@ on it instead of a hundred on every line.
 
 from __future__ import annotations
 
+import codecs
 import json
 import zlib
 from collections.abc import Collection, Iterable, Iterator
@@ -68,13 +69,36 @@ class StoredResponse:
 def encode_entry(key: str, response: Any, model: str | None, recorded_at: float) -> bytes:
     """Return one entry as a JSON line (newline included), keys in ``line_key``'s fixed order.
 
+    Args:
+        key: the request's key.
+        response: the decoded JSON reply, or the reply's body as received (JSON bytes,
+            which are kept as they are when they are UTF-8 on one line).
+        model: the model name the request asked for.
+        recorded_at: Unix time.
+
     Raises:
         TypeError: the response holds a value with no JSON form (a decoded reply never does).
+        ValueError: bytes that are not JSON.
 
     """
     head = f'{{"key":"{key}","v":{KEY_VERSION},"model":{json.dumps(model)},"recorded_at":{recorded_at:.3f},'
+    if isinstance(response, bytes) and _one_line_utf8(response):  # a reply body as received: no second encoding
+        return b"".join((head.encode(), b'"response":', response.strip(), b"}\n"))
+    if isinstance(response, bytes):
+        response = json.loads(response)
     body = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
     return f'{head}"response":{body}}}\n'.encode()
+
+
+def _one_line_utf8(body: bytes) -> bool:
+    """True when a JSON body can go into a line as it is: UTF-8, no line break (JSON strings never hold one raw)."""
+    if b"\n" in body or b"\r" in body or body.startswith(codecs.BOM_UTF8) or not body.strip():
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def line_key(line: bytes) -> str | None:

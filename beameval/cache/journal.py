@@ -131,7 +131,8 @@ class JournalWriter:
 
         Args:
             key: the request's ``response_key``.
-            response: the decoded JSON reply.
+            response: the decoded JSON reply, or its body as received (``encode_entry``
+                checks that such bytes fit on one line).
             model: the model name the request asked for.
 
         """

@@ -13,20 +13,24 @@ request they were never the answer to.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from beameval.inference.prepared import PreparedRequest, canonical_json
+from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
 
-__all__ = ["KEY_VERSION", "normalize_url", "prepared_key", "response_key"]
+__all__ = ["KEY_VERSION", "normalize_url", "prepared_key", "response_key", "response_key_from_content"]
 
 #: The version of the key's definition; bump it whenever ``response_key`` changes what it covers.
 KEY_VERSION = 1
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_KEY_HEAD = f'["beameval-response",{KEY_VERSION},'.encode()
 
 
+@functools.lru_cache(maxsize=256)  # a run POSTs to a handful of URLs, once per row
 def normalize_url(url: str) -> str:
     """Return ``url`` with scheme and host lower-cased and the default port, user-info and fragment dropped.
 
@@ -71,8 +75,20 @@ def response_key(url: str, body: Any, sample_index: int = 0) -> str:
         ValueError: the body holds NaN or Infinity.
 
     """
-    payload = ["beameval-response", KEY_VERSION, normalize_url(url), body, sample_index]
-    return hashlib.sha256(canonical_json(payload)).hexdigest()
+    return response_key_from_content(url, canonical_json(body), sample_index)
+
+
+def response_key_from_content(url: str, content: bytes, sample_index: int = 0) -> str:
+    """``response_key`` for a body already serialised with ``canonical_json`` (the bytes sent): one dump per request.
+
+    The hashed bytes are exactly ``canonical_json`` of the key's list, built around the body's bytes.
+    """
+    digest = hashlib.sha256(_KEY_HEAD)
+    digest.update(json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8"))
+    digest.update(b",")
+    digest.update(content)
+    digest.update(f",{int(sample_index)}]".encode())
+    return digest.hexdigest()
 
 
 def prepared_key(prepared: PreparedRequest, sample_index: int | None = None) -> str:
@@ -91,4 +107,4 @@ def prepared_key(prepared: PreparedRequest, sample_index: int | None = None) -> 
 
     """
     index = prepared.sample_index if sample_index is None else sample_index
-    return response_key(prepared.url, prepared.body, index)
+    return response_key_from_content(prepared.url, wire_bytes(prepared), index)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,12 @@ class RecordingHandler(TargetHandler):
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:
         sample = self._inner.parse(status, json_body)
         self._journal.record(self._key, self._redactor.value(json_body), self._model)  # an echoed key is never kept
+        return sample
+
+    def parse_reply(self, status: int, content: bytes) -> dict[str, Any]:
+        """Parse, then record the body as received (masked): the journal writes it without encoding it again."""
+        sample = self._inner.parse(status, json.loads(content))
+        self._journal.record(self._key, self._redactor.bytes(content), self._model)
         return sample
 
 

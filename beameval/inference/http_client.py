@@ -73,6 +73,9 @@ class HttpClient:
         self._parallelism = parallelism
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._headers = dict(headers or {})
+        # Sent with every body unless the defaults already say it (then aiohttp merges nothing per request).
+        has_type = any(name.lower() == "content-type" for name in self._headers)
+        self._json_headers: Mapping[str, str] | None = None if has_type else _JSON_HEADERS
         self._ca_bundle = ca_bundle
         self.max_response_bytes = max_response_bytes
         self._session: aiohttp.ClientSession | None = None
@@ -124,7 +127,7 @@ class HttpClient:
             ResponseTooLargeError: the body (decompressed) passes ``max_response_bytes``.
         """
         session = self._open()
-        send_headers = _JSON_HEADERS if content is not None else None
+        send_headers = self._json_headers if content is not None else None
         if headers is not None:
             send_headers = {**(send_headers or {}), **headers}
         proxy = self._proxy_for(url)
@@ -155,6 +158,8 @@ class HttpClient:
         declared = response.content_length
         if declared is not None and declared > cap:
             raise ResponseTooLargeError(_too_large(cap, f"it declares {declared:,} bytes"))
+        if declared is not None and response.headers.get("Content-Encoding", "identity") == "identity":
+            return await response.read()  # exactly the declared bytes: nothing to cap while reading
         parts: list[bytes] = []
         size = 0
         async for chunk in response.content.iter_any():

@@ -7,10 +7,10 @@ import decimal
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PreparedRequest", "canonical_json", "request_hash", "request_hash_from_bytes"]
+__all__ = ["PreparedRequest", "canonical_json", "request_hash", "request_hash_from_bytes", "wire_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,8 @@ class PreparedRequest:
             read-only. May hold the Authorization header: never log it.
         sample_index: which of a row's repeated samples this is (``params.repeats``); part
             of the response key, never sent.
+        content: ``canonical_json(body)`` when the caller already made it (to key the
+            request), so the engine does not serialise the body a second time.
 
     """
 
@@ -31,6 +33,7 @@ class PreparedRequest:
     body: dict[str, Any]
     headers: Mapping[str, str]
     sample_index: int = 0
+    content: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def _json_default(value: Any) -> Any:
@@ -66,6 +69,17 @@ def canonical_json(value: Any) -> bytes:
     ).encode("utf-8")
 
 
+def wire_bytes(prepared: PreparedRequest) -> bytes:
+    """The body as sent: ``prepared.content`` when set, else ``canonical_json(prepared.body)``.
+
+    Raises:
+        TypeError: the body holds something that has no JSON form.
+        ValueError: the body holds NaN/Infinity or a circular reference.
+
+    """
+    return prepared.content if prepared.content is not None else canonical_json(prepared.body)
+
+
 def request_hash_from_bytes(url: str, body_bytes: bytes) -> str:
     """``request_hash`` for a body already serialised with ``canonical_json`` (saves a second dump)."""
     digest = hashlib.sha256(b"[")
@@ -82,4 +96,4 @@ def request_hash(prepared: PreparedRequest) -> str:
     Stable across runs and processes; headers (and so API keys) are never part of it.
     Equal to ``hashlib.sha256(canonical_json([url, body])).hexdigest()``.
     """
-    return request_hash_from_bytes(prepared.url, canonical_json(prepared.body))
+    return request_hash_from_bytes(prepared.url, wire_bytes(prepared))

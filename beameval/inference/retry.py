@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -15,7 +14,7 @@ from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource, retry_wai
 from beameval.inference.classify import Failure, classify, safe_url
 from beameval.inference.limiter import AdaptiveLimiter
 from beameval.inference.outcome import Outcome
-from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes
+from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets.base import TargetHandler
 
 __all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries", "header_secrets"]
@@ -96,7 +95,7 @@ async def call_with_retries(
     """
     url = prepared.url
     try:
-        content = canonical_json(prepared.body)
+        content = wire_bytes(prepared)
     except (TypeError, ValueError) as exc:
         error = EndpointError(f"the request body cannot be sent as JSON: {exc}", failure_class="fatal", attempts=0)
         return Outcome(None, error, None, 0, 0.0, "")
@@ -126,7 +125,7 @@ async def call_with_retries(
                 status = response.status_code
                 if 200 <= status < 300:
                     try:
-                        sample = handler.parse(status, json.loads(response.content))
+                        sample = handler.parse_reply(status, response.content)
                         failure = None
                     except Exception as exc:  # malformed JSON, missing fields, empty answer
                         failure = classify(exc, url=url, secrets=secrets)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from beameval.cache.entry import KEY_VERSION, choose, decode_entry, encode_entry, line_key
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_key
@@ -125,3 +127,24 @@ def test_shared_writers_are_per_directory_and_close_all_flushes(tmp_path: Path):
     assert len(read_lines(tmp_path / "a")) == 1
     assert JournalWriter.shared(str(tmp_path / "a")) is not one
     JournalWriter.close_all()
+
+
+def test_a_reply_body_as_received_is_stored_as_it_is_when_it_fits_on_a_line():
+    raw = json.dumps(REPLY, ensure_ascii=False).encode()  # the server's spacing, not ours
+    line = encode_entry(KEY, raw, "m", 5.0)
+    assert line.endswith(b'"response":' + raw + b"}\n")
+    entry = decode_entry(line)
+    assert entry is not None and entry.response == REPLY and line_key(line.rstrip(b"\n")) == KEY
+
+
+def test_a_reply_body_that_does_not_fit_on_a_line_is_encoded_again():
+    pretty = json.dumps(REPLY, indent=2).encode()  # line breaks between tokens
+    latin = b'{"text": "caf\xe9"}'  # not UTF-8: json.loads refuses it (so no handler parsed it either)
+    bom = b"\xef\xbb\xbf" + json.dumps(REPLY).encode()
+    for body in (pretty, bom):
+        line = encode_entry(KEY, body, "m", 5.0)
+        assert line.count(b"\n") == 1 and b"\xef\xbb\xbf" not in line
+        entry = decode_entry(line)
+        assert entry is not None and entry.response == REPLY
+    with pytest.raises(ValueError):
+        encode_entry(KEY, latin, "m", 5.0)

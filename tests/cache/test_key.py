@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from beameval.cache.key import KEY_VERSION, normalize_url, prepared_key, response_key
+from beameval.cache.key import KEY_VERSION, normalize_url, prepared_key, response_key, response_key_from_content
 from beameval.config import ModelTarget, Params
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.model import ModelHandler
@@ -116,3 +116,22 @@ def test_the_nim_max_tokens_default_and_system_prompt_are_in_the_key():
     assert prepared_key(nim_prepared) != prepared_key(ModelHandler(openai, Params(), None).prepare(request))
     with_system = ModelHandler(openai, Params(system_prompt="S"), None).prepare(request)
     assert prepared_key(with_system) != prepared_key(ModelHandler(openai, Params(), None).prepare(request))
+
+
+@pytest.mark.parametrize(
+    "url, body, sample_index",
+    [
+        ("http://h:8000/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}, 0),
+        ("HTTPS://Example.COM:443/v1/completions?x=1", {"prompt": "é ✓ \u2028", "stop": ["\n"], "seed": 7}, 3),
+        ("http://[::1]:9/v1", {"z": [1.5, None, True], "a": {"b": {}}}, 12),
+    ],
+)
+def test_the_key_from_the_wire_bytes_equals_the_key_from_the_body(url, body, sample_index):
+    # The engine keys the bytes it sends; a reader of the store keys the body. Both must agree,
+    # byte for byte, with the definition written out in the first test of this file.
+    content = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    expected = response_key(url, body, sample_index)
+    assert response_key_from_content(url, content, sample_index) == expected
+    prepared = PreparedRequest(url, body, {}, sample_index, content=content)
+    assert prepared_key(prepared) == expected
+    assert prepared == PreparedRequest(url, body, {}, sample_index)  # the cached bytes are not part of equality

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -103,3 +104,20 @@ class TargetHandler(ABC):
             UnusableResponseError: the reply cannot yield an answer (not retryable).
 
         """
+
+    def parse_reply(self, status: int, content: bytes) -> dict[str, Any]:
+        """Decode a 2xx reply body and ``parse`` it; the retry loop's entry point.
+
+        A wrapper that also needs the body as received (the journal stores it without
+        encoding it again) overrides this.
+
+        Raises:
+            ValueError: the body is not JSON (a malformed reply, retryable).
+
+        """
+        return self.parse(status, json.loads(content))
+
+    @property
+    def learned(self) -> bool:
+        """True once ``revise`` has changed how this handler builds requests (see ``ModelHandler``)."""
+        return False

@@ -122,7 +122,14 @@ class ModelHandler(TargetHandler):
         if not self.completion_tokens_param:
             self.completion_tokens_param = True
             log.warning("%s refused max_tokens; sending max_completion_tokens instead from now on", self.target.name)
-        return PreparedRequest(prepared.url, _with_completion_tokens(prepared.body), prepared.headers)
+        return PreparedRequest(
+            prepared.url, _with_completion_tokens(prepared.body), prepared.headers, prepared.sample_index
+        )
+
+    @property
+    def learned(self) -> bool:
+        """True once ``revise`` switched to ``max_completion_tokens``: requests then differ from the first built."""
+        return self.completion_tokens_param
 
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:
         """Return the sample for a 2xx reply (see ``extract_sample``)."""
