@@ -19,7 +19,6 @@ with it, the memory per bucket by a few bytes an entry).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -30,13 +29,13 @@ from apache_beam.metrics import Metrics
 from beameval.cache.entry import StoredResponse
 from beameval.cache.files import Files, LocalFiles, is_remote
 from beameval.cache.journal import JournalWriter
-from beameval.cache.key import KEY_VERSION, normalize_url
+from beameval.cache.key import response_key_from_content
 from beameval.cache.recording import sample_from_stored
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow
 from beameval.core.templates import Template
-from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes
+from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
 from transforms.store_join import BatchByBucket, JoinStored
@@ -46,10 +45,10 @@ __all__ = [
     "BeamFiles",
     "KeyRequests",
     "LookupResponses",
-    "RequestKeys",
     "files_for",
     "journal_for",
     "reply_usage",
+    "request_keys",
     "target_request",
 ]
 
@@ -109,35 +108,19 @@ def target_request(prompt: Template | None, handler: TargetHandler, row: InputRo
     return prepared
 
 
-class RequestKeys:
+def request_keys(prepared: PreparedRequest) -> tuple[bytes, str]:
     """A request's raw response key and its ``request_hash``, from one serialisation of the body.
 
-    Equal to ``bytes.fromhex(prepared_key(prepared))`` and ``request_hash(prepared)``
-    (tested): the key's canonical JSON is ``["beameval-response",VERSION,URL,BODY,INDEX]``,
-    so the body's canonical bytes serve both hashes, and the normalised URL (one or two
-    per run) is kept instead of parsed again for every row.
+    Equal to ``bytes.fromhex(prepared_key(prepared))`` and ``request_hash(prepared)`` (tested).
+
+    Raises:
+        TypeError: the body holds a value with no JSON form.
+        ValueError: the body holds NaN or Infinity.
+
     """
-
-    def __init__(self) -> None:
-        self._urls: dict[str, bytes] = {}
-
-    def __call__(self, prepared: PreparedRequest, sample_index: int | None = None) -> tuple[bytes, str]:
-        """Return ``(32-byte key, request hash)``; ``sample_index`` overrides the request's.
-
-        Raises:
-            TypeError: the body holds a value with no JSON form.
-            ValueError: the body holds NaN or Infinity.
-
-        """
-        body = canonical_json(prepared.body)
-        url = self._urls.get(prepared.url)
-        if url is None:
-            url = canonical_json(normalize_url(prepared.url))
-            if len(self._urls) < 64:
-                self._urls[prepared.url] = url
-        index = prepared.sample_index if sample_index is None else sample_index
-        payload = b'["beameval-response",%d,%s,%s,%d]' % (KEY_VERSION, url, body, index)
-        return hashlib.sha256(payload).digest(), request_hash_from_bytes(prepared.url, body)
+    content = wire_bytes(prepared)
+    key = response_key_from_content(prepared.url, content, prepared.sample_index)
+    return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
 
 
 class KeyRequests(beam.DoFn):
@@ -156,12 +139,11 @@ class KeyRequests(beam.DoFn):
         assert config.target is not None
         self._handler = make_handler(config.target, config.params, None)  # builds and parses only: no key needed
         self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
-        self._keys = RequestKeys()
 
     def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, InputRow]]]:
         if row.failure is None and row.item is not None:
             try:
-                key, digest = self._keys(target_request(self._prompt, self._handler, row))
+                key, digest = request_keys(target_request(self._prompt, self._handler, row))
             except (EvaluatorError, TypeError, ValueError):  # GenerateSamples fails the row with the full message
                 pass
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import zlib
@@ -16,7 +17,7 @@ from beameval.cache.entry import bucket_of, encode_entry, line_key, pack_lines, 
 from beameval.cache.key import prepared_key
 from beameval.inference.prepared import PreparedRequest, request_hash
 from transforms import store_join
-from transforms.cache import RequestKeys
+from transforms.cache import request_keys
 from transforms.store_join import BatchByBucket, JoinStored, ReadResponses
 
 NOW = 1_700_000_000.0
@@ -58,11 +59,10 @@ def test_buckets_spread_keys_evenly():
     ],
 )
 def test_request_keys_equal_prepared_key_and_request_hash(prepared: PreparedRequest):
-    keys = RequestKeys()
-    for _ in range(2):  # the second time with the URL remembered
-        key, digest = keys(prepared)
-        assert key == bytes.fromhex(prepared_key(prepared)) and digest == request_hash(prepared)
-    assert keys(prepared, 5)[0] == bytes.fromhex(prepared_key(prepared, 5))
+    key, digest = request_keys(prepared)
+    assert key == bytes.fromhex(prepared_key(prepared)) and digest == request_hash(prepared)
+    fifth = dataclasses.replace(prepared, sample_index=5)
+    assert request_keys(fifth)[0] == bytes.fromhex(prepared_key(prepared, 5))
 
 
 def test_the_join_picks_the_earliest_entry_and_skips_torn_lines_and_other_versions(tmp_path: Path, monkeypatch):
