@@ -64,7 +64,7 @@ def publish_run(output: str, use: StoreUse) -> int:
     if not use.write or use.path is None:
         return 0
     journal = _journal_dir(output)
-    return store.publish(files_for(journal), journal, use.path)
+    return store.publish(files_for(journal), journal, files_for(use.path), use.path)
 
 
 def _journal_dir(output: str) -> str:

@@ -75,9 +75,6 @@ class BeamFiles:
     def exists(self, path: str) -> bool:
         return bool(FileSystems.exists(path))
 
-    def copy(self, source: str, destination: str) -> None:
-        FileSystems.copy([source], [destination])
-
     def delete(self, paths: list[str]) -> None:
         if paths:
             FileSystems.delete(paths)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 from typing import IO, Protocol
 
 __all__ = ["Files", "LocalFiles", "is_remote"]
@@ -43,10 +42,6 @@ class Files(Protocol):
         """True when the file exists."""
         ...
 
-    def copy(self, source: str, destination: str) -> None:
-        """Copy one file."""
-        ...
-
     def delete(self, paths: list[str]) -> None:
         """Delete files."""
         ...
@@ -70,12 +65,6 @@ class LocalFiles:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
-
-    def copy(self, source: str, destination: str) -> None:
-        os.makedirs(os.path.dirname(destination) or ".", exist_ok=True)
-        temporary = f"{destination}.tmp"
-        shutil.copyfile(source, temporary)
-        os.replace(temporary, destination)  # never a half-copied shard under its final name
 
     def delete(self, paths: list[str]) -> None:
         for path in paths:

@@ -12,6 +12,7 @@ delete the old ones after, so a reader sees every entry at least once at any mom
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -28,20 +29,26 @@ ENTRIES_DIR = "entries"
 _BUCKETS = 16  # compact's output shards: one per first hex digit of the key
 
 
+_COPY_CHUNK = 1 << 20
+
+
 def shards(files: Files, directory: str) -> list[str]:
     """The shard files directly in ``directory`` (a journal, or a store's ``entries/``)."""
     return files.match(files.join(directory, "*.jsonl"))
 
 
-def publish(files: Files, journal_dir: str, store: str) -> int:
+def publish(journal_files: Files, journal_dir: str, store_files: Files, store: str) -> int:
     """Add a run's journal to the store: copy each shard the store does not hold yet.
 
     Idempotent: a shard already copied (by an earlier completion of a resumed run) is
-    skipped, since journal shard names are unique.
+    skipped, since journal shard names are unique. Each shard is streamed from the
+    journal's file system into the store's, which may differ (a local output, a
+    ``gs://`` store: a file system's own copy works only within it).
 
     Args:
-        files: the file system.
+        journal_files: the journal's file system.
         journal_dir: the run's ``OUT_DIR/_responses``.
+        store_files: the store's file system.
         store: the store's directory.
 
     Returns:
@@ -49,10 +56,11 @@ def publish(files: Files, journal_dir: str, store: str) -> int:
 
     """
     copied = 0
-    for source in shards(files, journal_dir):
-        destination = files.join(store, ENTRIES_DIR, os.path.basename(source))
-        if not files.exists(destination):
-            files.copy(source, destination)
+    for source in shards(journal_files, journal_dir):
+        destination = store_files.join(store, ENTRIES_DIR, os.path.basename(source))
+        if not store_files.exists(destination):
+            with journal_files.open(source) as reader, store_files.create(destination) as writer:
+                shutil.copyfileobj(reader, writer, _COPY_CHUNK)
             copied += 1
     return copied
 

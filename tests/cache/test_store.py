@@ -40,10 +40,10 @@ def test_publish_copies_each_journal_shard_once(tmp_path: Path):
     writer = JournalWriter(str(journal), flush_interval=0)
     writer.record(key(1), {"a": 1}, "m")
     writer.close()
-    assert store.publish(FILES, str(journal), str(tmp_path / "store")) == 1
-    assert store.publish(FILES, str(journal), str(tmp_path / "store")) == 0  # already there
+    assert store.publish(FILES, str(journal), FILES, str(tmp_path / "store")) == 1
+    assert store.publish(FILES, str(journal), FILES, str(tmp_path / "store")) == 0  # already there
     assert [e["response"] for e in entries_of(tmp_path / "store")] == [{"a": 1}]
-    assert store.publish(FILES, str(tmp_path / "nothing"), str(tmp_path / "store")) == 0
+    assert store.publish(FILES, str(tmp_path / "nothing"), FILES, str(tmp_path / "store")) == 0
 
 
 def test_stats_counts_entries_keys_models_and_unreadable_lines(tmp_path: Path):
