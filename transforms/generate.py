@@ -22,7 +22,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beameval.cache.key import response_key_from_content
+from beameval.cache.key import prepared_key, response_key_from_content
 from beameval.cache.recording import RecordingHandler
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
@@ -148,8 +148,7 @@ class GenerateSamples(beam.DoFn):
             content = canonical_json(prepared.body)  # serialised once: keyed here, sent as it is
             prepared = dataclasses.replace(prepared, content=content)
             if learned:
-                pristine = self._key_handler.prepare(rendered, row.item)
-                key = response_key_from_content(pristine.url, canonical_json(pristine.body), row.sample_index)
+                key = prepared_key(self._key_handler.prepare(rendered, row.item), row.sample_index)
             else:
                 key = response_key_from_content(prepared.url, content, row.sample_index)
         except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why

@@ -336,3 +336,23 @@ def test_every_key_input_misses_for_every_row(server, tmp_path):
     assert not set(keys(configs["base"], sample_index=1)) & set(base)  # repeats are their own entries
     with_metric = dict(configs["base"], metrics=[*configs["base"]["metrics"], {"type": "f1", "reference": "x"}])
     assert keys(with_metric) == base  # metrics are not part of the target's key
+
+
+def test_rows_sent_after_the_target_learned_max_completion_tokens_are_keyed_as_first_built(
+    clean_server, model_target, write_jsonl, run_eval, tmp_path
+):
+    """Keys come from the request as first built, so a rerun (whose handler has not learned yet) hits every row."""
+    clean_server.configure(unsupported_params=["max_tokens"])
+    config = config_for(write_jsonl(DATA[:40]), model_target(), max_tokens=16)
+    config["params"]["parallelism"] = 1  # one at a time: rows 2.. are built after the handler learned
+    config["cache"] = {"path": str(tmp_path / "store")}
+    first = run_eval(config)
+    assert first.code == 0, first.stderr
+    by_status = clean_server.stats()["by_status"]
+    # Requests built before the first refusal came back (up to 2 x parallelism queued) are each refused once.
+    assert by_status["200"] == 40 and 1 <= by_status["400"] <= 2
+    clean_server.reset()
+    second = run_eval(config)
+    assert second.code == 0, second.stderr
+    assert clean_server.stats()["requests"] == 0
+    assert second.results["usage"]["cache"] == {"hits": 40, "misses": 0}
