@@ -13,18 +13,16 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from beameval.cache.entry import line_key
 from beameval.testserver.harness import PROJECT_ROOT
 from pipeline.run import main
+from tests.conftest import CliResult
 
 ROWS = 600
 PARALLELISM = 4
@@ -93,25 +91,8 @@ def comparable_rows(result) -> list[tuple[Any, ...]]:
     ]
 
 
-@dataclass
-class Outputs:
-    output: Path
-
-    @property
-    def results(self) -> dict[str, Any]:
-        return json.loads((self.output / "results.json").read_text())
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        tables = [pq.read_table(path) for path in sorted((self.output / "rows").glob("*.parquet"))]
-        return sorted(pa.concat_tables(tables).to_pylist(), key=lambda row: row["row_index"])
-
-    def score(self, name: str) -> dict[str, Any]:
-        return next(s for s in self.results["aggregate_scores"]["scores"] if s["name"] == name)
-
-
 @pytest.fixture(scope="module")
-def clean_run(server, tmp_path_factory) -> tuple[dict[str, Any], Outputs]:
+def clean_run(server, tmp_path_factory) -> tuple[dict[str, Any], CliResult]:
     """One uninterrupted run of the 600 rows: what both interrupted runs must end equal to."""
     server.reset(config=True)
     root = tmp_path_factory.mktemp("clean")
@@ -121,7 +102,7 @@ def clean_run(server, tmp_path_factory) -> tuple[dict[str, Any], Outputs]:
     (root / "config.yaml").write_text(yaml.safe_dump(config))
     code = main(["--config", str(root / "config.yaml"), "--output", str(root / "out"), "--progress_interval", "0"])
     assert code == 0
-    outputs = Outputs(root / "out")
+    outputs = CliResult(code, "", "", root / "out")  # the outputs as run_eval gives them
     expected_scores(outputs)
     return config, outputs
 
