@@ -20,6 +20,7 @@ from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.score import ERRORS, ScoreRows
+from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
@@ -64,7 +65,7 @@ def build_graph(
         # each worker process has its own `parallelism` requests in flight. The store's join spreads
         # them too; the rows it answered pass through GenerateSamples unsent.
         if stored is None:
-            to_send = samples | "SpreadRows" >> beam.Reshuffle()
+            to_send = samples | "SpreadRows" >> SpreadRows()
         else:
             to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
         generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))

@@ -1,22 +1,23 @@
 """Bookkeeping for DoFns that hand requests to the shared inference engine and emit results as they complete.
 
-The engine resolves futures on its own event-loop thread; Beam wants elements emitted
-from the bundle's thread. ``PendingCalls`` bridges the two: each future's callback puts
-``(tag, outcome)`` on a queue that the DoFn drains from ``process`` (without blocking,
-or blocking while too many calls are pending) and from ``finish_bundle`` (until every call
-of the bundle has completed). Used by ``GenerateSamples`` and ``CallMetricEndpoints``.
+The engine finishes requests on its own event-loop thread; Beam wants elements emitted
+from the bundle's thread. ``PendingCalls`` bridges the two: each call's completion
+callback (``InferenceEngine.send``) puts ``(tag, outcome)`` on a queue that the DoFn
+drains from ``process`` (without blocking, or blocking while too many calls are pending)
+and from ``finish_bundle`` (until every call of the bundle has completed). Used by
+``GenerateSamples`` and ``CallMetricEndpoints``.
 """
 
 from __future__ import annotations
 
 import queue
 from collections.abc import Iterator
-from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beameval.inference.engine import Done
 from beameval.inference.outcome import Outcome
 
 __all__ = ["PendingCalls", "in_global_window"]
@@ -46,15 +47,15 @@ class PendingCalls(Generic[Tag]):
         """True when the caller should wait for a completion before adding more."""
         return self._in_flight >= self.max_pending
 
-    def add(self, future: Future[Outcome], tag: Tag) -> None:
-        """Track a submitted call; ``tag`` comes back with its outcome."""
+    def add(self, tag: Tag) -> Done:
+        """Track one call; pass what this returns as the call's ``done`` (``tag`` comes back with its outcome)."""
         self._in_flight += 1
-        done = self._done
+        put = self._done.put
 
-        def completed(finished: Future[Outcome]) -> None:
-            done.put((tag, finished.result()))
+        def done(outcome: Outcome) -> None:
+            put((tag, outcome))
 
-        future.add_done_callback(completed)
+        return done
 
     def drain(self, block: bool = False, until_empty: bool = False) -> Iterator[tuple[Tag, Outcome]]:
         """Yield completed calls: those already done; with ``block`` at least one; with ``until_empty`` all."""

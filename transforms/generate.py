@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,6 +44,8 @@ __all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
 _NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
 #: Runs (by id) whose strict-mode failure has been seen in this worker process.
 _STOPPING: set[str] = set()
+#: Seconds between copies of the engine's counters into Beam metrics while a bundle runs.
+_REPORT_EVERY_S = 0.5
 
 
 def passthrough_offline(row: InputRow) -> GeneratedRow:
@@ -98,6 +101,7 @@ class GenerateSamples(beam.DoFn):
 
     def start_bundle(self) -> None:
         self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)
+        self._next_report = time.monotonic() + _REPORT_EVERY_S
 
     def process(self, row: InputRow | GeneratedRow) -> Iterator[GeneratedRow]:
         if isinstance(row, GeneratedRow):  # answered from the response store (transforms.cache)
@@ -125,12 +129,13 @@ class GenerateSamples(beam.DoFn):
         handler: TargetHandler = self._handler
         if self._journal is not None:
             prepared, handler = self._recording(rendered, row, prepared, learned)
-        self._pending.add(self._engine.submit(prepared, handler, max_retries=self._max_retries), row)
+        self._engine.send(prepared, handler, self._pending.add(row), max_retries=self._max_retries)
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for generated in self._drain(block=True, until_empty=True):
             yield in_global_window(generated)
+        self._report_counters()
         if self._journal is not None:
             self._journal.sync()  # every response of the bundle's rows is durable before they move on
 
@@ -165,7 +170,8 @@ class GenerateSamples(beam.DoFn):
                 functools.partial(self._generated_row, row, outcome),
                 functools.partial(self._failed_row, row),
             )
-        self._report_counters()
+        if time.monotonic() >= self._next_report:
+            self._report_counters()
 
     def _generated_row(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
         info = InferenceInfo(
@@ -207,7 +213,12 @@ class GenerateSamples(beam.DoFn):
         )
 
     def _report_counters(self) -> None:
-        """Copy the engine's counters and AIMD gauges into Beam metrics from the bundle's own thread."""
+        """Copy the engine's counters and AIMD gauges into Beam metrics from the bundle's own thread.
+
+        Called at most every ``_REPORT_EVERY_S`` while the bundle runs and once at its end:
+        taking the engine's snapshot for every row cost 8% of the bundle thread's time.
+        """
+        self._next_report = time.monotonic() + _REPORT_EVERY_S
         counters = self._engine.snapshot_counters()
         self._requests.inc(counters.calls)
         self._retries.inc(counters.retries)

@@ -166,8 +166,8 @@ class CallMetricEndpoints(beam.DoFn):
         calls.remaining = len(submitted)
         for endpoint, prepared in submitted:
             handler = self._recording(endpoint, ctx, row, prepared)
-            future = endpoint.engine.submit(prepared, handler, max_retries=endpoint.max_retries)
-            self._pending.add(future, (calls, endpoint.key))
+            done = self._pending.add((calls, endpoint.key))
+            endpoint.engine.send(prepared, handler, done, max_retries=endpoint.max_retries)
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
