@@ -86,12 +86,13 @@ class InferenceEngine:
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
         self._rng = rng or random.Random()
-        self._policies: dict[int, RetryPolicy] = {}
+        self._policies: dict[tuple[int, bool], RetryPolicy] = {}
         self._counters = EngineCounters()
         self._decreases_lock = threading.Lock()
         self._decreases_reported = 0
         self._inbox: deque[_Job] = deque()
         self._drain_scheduled = False
+        self._active = 0  # workers running a job and not waiting to retry (see _pump)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -193,13 +194,11 @@ class InferenceEngine:
     ) -> Outcome:
         """Run one request as a coroutine (what ``submit`` runs), for code already on the engine's loop."""
         retries = self.max_retries if max_retries is None else max_retries
+        return await self._call(prepared, handler, self._policy(retries, worker=False))
+
+    async def _call(self, prepared: PreparedRequest, handler: TargetHandler, policy: RetryPolicy) -> Outcome:
         outcome = await call_with_retries(
-            self._client,
-            self.limiter,
-            handler,
-            prepared,
-            self._policy(retries),
-            client_headers=self._client_headers,
+            self._client, self.limiter, handler, prepared, policy, client_headers=self._client_headers
         )
         self._counters.add(outcome)
         return outcome
@@ -251,32 +250,64 @@ class InferenceEngine:
             engine.close()
         stop_background_loop()
 
-    def _policy(self, max_retries: int) -> RetryPolicy:
-        policy = self._policies.get(max_retries)
+    def _policy(self, max_retries: int, *, worker: bool) -> RetryPolicy:
+        """The retry policy; a worker's (``_work``) waits through ``_backoff``."""
+        key = (max_retries, worker)
+        policy = self._policies.get(key)
         if policy is None:
-            policy = self._policies[max_retries] = RetryPolicy(
-                max_retries=max_retries, rng=self._rng, max_wait=self.max_retry_wait
+            sleep = self._backoff if worker else asyncio.sleep
+            policy = self._policies[key] = RetryPolicy(
+                max_retries=max_retries, rng=self._rng, sleep=sleep, max_wait=self.max_retry_wait
             )
         return policy
 
     def _drain(self) -> None:
         self._drain_scheduled = False
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start a worker per queued job while the limiter has room (all of them as closed once closing).
+
+        Jobs wait in the inbox, not as tasks parked on the limiter: a parked task cost a
+        future, a wake-up and a task step per request, a third of the loop's asyncio time.
+        """
         inbox = self._inbox
-        create_task = self._loop.create_task
-        tasks = self._tasks
-        while inbox:
-            job = inbox.popleft()
-            if self._closed:
-                job[2](_closed_outcome())
-                continue
-            task = create_task(self._run(job))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+        if self._closed:
+            while inbox:
+                inbox.popleft()[2](_closed_outcome())
+            return
+        while inbox and self._active < self.limiter.limit:
+            self._active += 1
+            task = self._loop.create_task(self._work(inbox.popleft()))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _work(self, job: _Job) -> None:
+        """Run jobs one after another while the inbox has any and the limit allows this worker."""
+        try:
+            while True:
+                await self._run(job)
+                if self._closed or not self._inbox or self._active > self.limiter.limit:
+                    return
+                job = self._inbox.popleft()
+                self._pump()  # the limit may have grown
+        finally:
+            self._active -= 1
+            self._pump()
+
+    async def _backoff(self, seconds: float) -> None:
+        """A retry's wait: its worker steps aside meanwhile, so a queued job can use the free slot."""
+        self._active -= 1
+        self._pump()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._active += 1
 
     async def _run(self, job: _Job) -> None:
         prepared, handler, done, retries = job
         try:
-            outcome = await self.request(prepared, handler, max_retries=retries)
+            outcome = await self._call(prepared, handler, self._policy(retries, worker=True))
         except asyncio.CancelledError:
             done(_closed_outcome())
             raise

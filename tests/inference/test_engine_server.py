@@ -124,6 +124,27 @@ def test_retry_after_is_honoured(clean_server):
     assert clean_server.stats()["per_prompt"]["please slow down"] == 2
 
 
+def test_a_request_waiting_to_retry_leaves_its_slot_to_queued_ones(clean_server):
+    """One slot: while "wait" sits out its Retry-After, the five queued behind it are sent and answered."""
+    clean_server.configure(rules=[{"match": "wait", "status": 429, "fail_times": 1, "retry_after": 1}])
+    handler = model_handler(clean_server.base_url)
+    engine = engine_for(handler, parallelism=1)
+    finished: list[str] = []
+    try:
+        futures = {}
+        for prompt in ["wait", "q0", "q1", "q2", "q3", "q4"]:
+            futures[prompt] = engine.submit(handler.prepare(chat(prompt)), handler)
+            futures[prompt].add_done_callback(lambda _, prompt=prompt: finished.append(prompt))
+        outcomes = {prompt: future.result(timeout=30) for prompt, future in futures.items()}
+    finally:
+        engine.close()
+    assert all(outcome.ok for outcome in outcomes.values())
+    assert outcomes["wait"].attempts == 2 and outcomes["wait"].latency_s >= 1.0
+    assert finished == ["q0", "q1", "q2", "q3", "q4", "wait"]
+    assert max(outcomes[f"q{i}"].latency_s for i in range(5)) < 0.5
+    assert clean_server.stats()["peak_in_flight"] == 1
+
+
 def test_400_is_not_retried(clean_server):
     clean_server.configure(rules=[{"match": "bad", "status": 400}])
     handler = model_handler(clean_server.base_url)
