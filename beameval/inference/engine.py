@@ -175,7 +175,9 @@ class InferenceEngine:
             return
         retries = self.max_retries if max_retries is None else max_retries
         self._inbox.append((prepared, handler, done, retries))
-        if not self._drain_scheduled:
+        # Wake the loop only when a worker can start: busy workers take queued jobs themselves
+        # (read after the append: a worker that found the inbox empty has already left ``_active``).
+        if not self._drain_scheduled and self._active < self.limiter.limit:
             self._drain_scheduled = True
             try:
                 self._loop.call_soon_threadsafe(self._drain)
