@@ -17,7 +17,9 @@ Scenarios:
    (``--direct_running_mode=multi_processing --direct_num_workers=2``): busy rows/s over
    the ideal ``64 x processes / latency``; target >= 0.9. For reference (no target) also the
    bare loops below against the same server, which show what the server and loopback
-   allow, and 2 processes over the same rows as one JSONL file.
+   allow, our engine without Beam (``bench/engine_loop.py``: the engine's own cost against
+   the bare aiohttp loop, Beam's against the pipeline), and 2 processes over the same rows
+   as one JSONL file.
 2. Latency 0-20 ms (jitter), parallelism 64: busy rows/s over a bare asyncio + aiohttp
    loop (64 worker coroutines sharing one ``ClientSession``) on the same server and
    dataset; target >= 0.9 with 1 process. For information also over a bare httpx loop (one
@@ -97,6 +99,7 @@ from bench.sides import (  # noqa: E402
 
 BARE_LOOPS = PROJECT_ROOT / "bench" / "bare_loops.py"
 BARE_MODES = ("aiohttp", "httpx", "raw")
+ENGINE_LOOP = PROJECT_ROOT / "bench" / "engine_loop.py"  # our engine without Beam: run_bare(..., "engine")
 
 
 @dataclass
@@ -286,12 +289,18 @@ def run_ours(
 
 
 def run_bare(label: str, dataset: Path, server: Any, mode: str) -> dict[str, Any]:
-    """A bare loop (``bench/bare_loops.py``; ``mode`` as in ``bare_loop``) in its own process."""
-    cmd = [sys.executable, str(BARE_LOOPS), server.base_url, str(dataset), mode]
+    """A bare loop (``bench/bare_loops.py``; ``mode`` as in ``bare_loop``) in its own process.
+
+    ``mode="engine"`` runs ``bench/engine_loop.py`` instead: the evaluator's engine without Beam.
+    """
+    if mode == "engine":
+        cmd = [sys.executable, str(ENGINE_LOOP), server.base_url, str(dataset)]
+    else:
+        cmd = [sys.executable, str(BARE_LOOPS), server.base_url, str(dataset), mode]
     raw = measured_subprocess(cmd, server, our_env(), label)
     out = json.loads(raw["stdout"])
     extra = {
-        "side": "bare",
+        "side": "engine" if mode == "engine" else "bare",
         "client": mode,
         "own_elapsed_s": round(out["elapsed_s"], 3),
         "rows_per_s_own": round(out["rows"] / out["elapsed_s"], 1),
@@ -432,6 +441,7 @@ def _scenario_1_at(latency: float, sizes: Sizes, work: Path, report: Report, rep
             for mode in BARE_MODES:
                 run = run_bare(f"s1-bare-{mode}", datasets[1][1], server, mode)
                 samples.setdefault(f"bare_{mode}", []).append(run)
+            samples.setdefault("engine", []).append(run_bare("s1-engine", datasets[1][1], server, "engine"))
             if sizes.s1_single_file and attempt == 0:
                 run = run_ours("s1-2p-1file", our_config(str(datasets[2][1]), server.base_url), work, server, 2)
                 samples.setdefault("ours_2p_one_file", []).append(run)
@@ -464,6 +474,18 @@ def _scenario_1_at(latency: float, sizes: Sizes, work: Path, report: Report, rep
                 None,
             )
         )
+    engine = runs["engine"]
+    report.rows.append(
+        Row(
+            f"1. (info) the engine without Beam (bench/engine_loop.py), P={PARALLELISM}, {engine['rows']:,} rows",
+            f"{_rate(engine['rows_per_s_busy'])} busy; ours 1 process / engine = "
+            f"{_ratio(runs['ours_1p']['rows_per_s_busy'], engine['rows_per_s_busy'])}",
+            f"ideal {ideal:,.0f} rows/s",
+            _ratio(engine["rows_per_s_busy"], ideal),
+            "-",
+            None,
+        )
+    )
     if "ours_2p_one_file" in runs:
         run = runs["ours_2p_one_file"]
         ideal = 2 * PARALLELISM / (latency / 1000)

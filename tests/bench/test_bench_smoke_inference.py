@@ -23,8 +23,9 @@ def test_inference_bench_smoke(tmp_path: Path) -> None:
     assert set(runs) == {"scenario_1_20ms", "scenario_2", "scenario_3", "scenario_4"}
 
     s1 = runs["scenario_1_20ms"]
-    for run in (s1["ours_1p"], s1["ours_2p"], s1["bare_aiohttp"], s1["bare_httpx"], s1["bare_raw"]):
+    for run in (s1["ours_1p"], s1["ours_2p"], s1["bare_aiohttp"], s1["bare_httpx"], s1["bare_raw"], s1["engine"]):
         assert run["ok"] == run["rows"] > 0 and min(_rates(run)) > 0
+    assert s1["engine"]["side"] == "engine" and s1["engine"]["exact_match_mean"] == 0.5  # the echo server matches half
     assert s1["ours_2p"]["processes"] == 2 and s1["ours_2p"]["rows"] == 2 * s1["ours_1p"]["rows"]
 
     s2 = runs["scenario_2"]

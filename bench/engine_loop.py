@@ -1,0 +1,65 @@
+"""The evaluator's inference engine without Beam, run as a child process of the inference benchmark.
+
+Usage: ``python bench/engine_loop.py BASE_URL DATASET.jsonl`` prints
+``{"rows", "ok", "matches", "elapsed_s"}`` as JSON, like ``bench/bare_loops.py``. Each
+row's request is built by the target's handler and handed to ``InferenceEngine.send`` from
+the main thread, with at most twice ``parallelism`` pending, as ``GenerateSamples`` does.
+What it leaves out is Beam (reading, the shuffle, scoring, writing) and the journal: the
+gap between this and the bare aiohttp loop is the engine's own cost, the gap between this
+and the pipeline is Beam's.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import time
+from typing import Any
+
+from beameval.config import ModelTarget, Params, TargetConfig
+from beameval.inference.engine import InferenceEngine, Outcome
+from beameval.inference.targets import make_handler
+
+MODEL = "bench-model"
+PARALLELISM = 64
+
+
+def engine_loop(base_url: str, rows: list[dict[str, str]]) -> dict[str, Any]:
+    """Send every row's prompt through one engine; count successes and exact matches."""
+    target = TargetConfig(model=ModelTarget(url=base_url, name=MODEL, format="openai"))
+    handler = make_handler(target, Params(parallelism=PARALLELISM), None)
+    engine = InferenceEngine(handler, PARALLELISM, 3, 60.0)
+    done: queue.SimpleQueue[tuple[dict[str, str], Outcome]] = queue.SimpleQueue()
+    tally = {"ok": 0, "matches": 0}
+
+    def finish(row: dict[str, str], outcome: Outcome) -> None:
+        if outcome.sample is not None:
+            tally["ok"] += 1
+            tally["matches"] += outcome.sample["output_text"].strip() == row["answer"].strip()
+
+    pending = 0
+    started = time.perf_counter()
+    for row in rows:
+        prepared = handler.prepare({"messages": [{"role": "user", "content": row["question"]}]})
+        engine.send(prepared, handler, lambda outcome, row=row: done.put((row, outcome)))
+        pending += 1
+        while pending >= 2 * PARALLELISM or not done.empty():
+            finish(*done.get())
+            pending -= 1
+    for _ in range(pending):
+        finish(*done.get())
+    elapsed = time.perf_counter() - started
+    engine.close()
+    return {"rows": len(rows), "elapsed_s": elapsed, **tally}
+
+
+def main(base_url: str, dataset: str) -> int:
+    with open(dataset, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    print(json.dumps(engine_loop(base_url, rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
