@@ -95,10 +95,14 @@ async def bare_loop(base_url: str, rows: list[dict[str, str]], parallelism: int,
     return {"rows": len(rows), "elapsed_s": elapsed, **tally}
 
 
-def main(base_url: str, dataset: str, mode: str) -> int:
+def read_rows(dataset: str) -> list[dict[str, str]]:
+    """The dataset's rows (one JSON object per line)."""
     with open(dataset, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    print(json.dumps(asyncio.run(bare_loop(base_url, rows, PARALLELISM, mode))))
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def main(base_url: str, dataset: str, mode: str) -> int:
+    print(json.dumps(asyncio.run(bare_loop(base_url, read_rows(dataset), PARALLELISM, mode))))
     return 0
 
 

@@ -1,9 +1,10 @@
 """The evaluator's inference engine without Beam, run as a child process of the inference benchmark.
 
 Usage: ``python bench/engine_loop.py BASE_URL DATASET.jsonl`` prints
-``{"rows", "ok", "matches", "elapsed_s"}`` as JSON, like ``bench/bare_loops.py``. Each
-row's request is built by the target's handler and handed to ``InferenceEngine.send`` from
-the main thread, with at most twice ``parallelism`` pending, as ``GenerateSamples`` does.
+``{"rows", "ok", "matches", "elapsed_s"}`` as JSON, like ``bench/bare_loops.py`` (whose
+model name and parallelism it uses). Each row's request is built by the target's handler
+and handed to ``InferenceEngine.send`` from the main thread through ``PendingCalls``, with
+at most twice ``parallelism`` pending, as ``GenerateSamples`` does.
 What it leaves out is Beam (reading, the shuffle, scoring, writing) and the journal: the
 gap between this and the bare aiohttp loop is the engine's own cost, the gap between this
 and the pipeline is Beam's.
@@ -12,17 +13,17 @@ and the pipeline is Beam's.
 from __future__ import annotations
 
 import json
-import queue
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
+
+from bare_loops import MODEL, PARALLELISM, read_rows  # bench/ is the script's directory, first on sys.path
 
 from beameval.config import ModelTarget, Params, TargetConfig
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.targets import make_handler
-
-MODEL = "bench-model"
-PARALLELISM = 64
+from transforms.async_calls import PendingCalls
 
 
 def engine_loop(base_url: str, rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -30,34 +31,28 @@ def engine_loop(base_url: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     target = TargetConfig(model=ModelTarget(url=base_url, name=MODEL, format="openai"))
     handler = make_handler(target, Params(parallelism=PARALLELISM), None)
     engine = InferenceEngine(handler, PARALLELISM, 3, 60.0)
-    done: queue.SimpleQueue[tuple[dict[str, str], Outcome]] = queue.SimpleQueue()
+    pending: PendingCalls[dict[str, str]] = PendingCalls(2 * PARALLELISM)
     tally = {"ok": 0, "matches": 0}
 
-    def finish(row: dict[str, str], outcome: Outcome) -> None:
-        if outcome.sample is not None:
-            tally["ok"] += 1
-            tally["matches"] += outcome.sample["output_text"].strip() == row["answer"].strip()
+    def finish(finished: Iterable[tuple[dict[str, str], Outcome]]) -> None:
+        for row, outcome in finished:
+            if outcome.sample is not None:
+                tally["ok"] += 1
+                tally["matches"] += outcome.sample["output_text"].strip() == row["answer"].strip()
 
-    pending = 0
     started = time.perf_counter()
     for row in rows:
         prepared = handler.prepare({"messages": [{"role": "user", "content": row["question"]}]})
-        engine.send(prepared, handler, lambda outcome, row=row: done.put((row, outcome)))
-        pending += 1
-        while pending >= 2 * PARALLELISM or not done.empty():
-            finish(*done.get())
-            pending -= 1
-    for _ in range(pending):
-        finish(*done.get())
+        engine.send(prepared, handler, pending.add(row))
+        finish(pending.drain(block=pending.full))
+    finish(pending.drain(block=True, until_empty=True))
     elapsed = time.perf_counter() - started
     engine.close()
     return {"rows": len(rows), "elapsed_s": elapsed, **tally}
 
 
 def main(base_url: str, dataset: str) -> int:
-    with open(dataset, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    print(json.dumps(engine_loop(base_url, rows)))
+    print(json.dumps(engine_loop(base_url, read_rows(dataset))))
     return 0
 
 
