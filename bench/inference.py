@@ -34,7 +34,11 @@ Scenarios:
    (``getrusage(RUSAGE_CHILDREN)`` deltas around each subprocess) / rows, for ours, the
    bare loops and the reference. Reported as the marginal cost, (CPU of a large run - CPU
    of a small run) / (row difference), which removes interpreter and Beam start-up, and
-   as the plain total / rows.
+   as the plain total / rows. Also the offline pipeline over the same rows (no target: the
+   answer scored against itself), Beam's work per row without HTTP, and from the two the
+   most a one-process evaluator can reach at 0 ms against the bare aiohttp loop: that loop
+   is CPU-bound on one core, and one process (one GIL) doing its HTTP work plus the
+   offline pipeline's per-row work does at most ``bare / (bare + offline)`` of its rate.
 
 Our side reads the dataset as ``--shards`` JSONL files (default 8), since a JSONL file is
 read by one worker; scenario 1 also runs 2 processes over the same rows as a single file,
@@ -176,6 +180,12 @@ def our_config(dataset: str, base_url: str, **params: Any) -> dict[str, Any]:
     }
 
 
+def offline_config(dataset: str) -> dict[str, Any]:
+    """The rows scored with no target (each answer against itself): Beam's work per row without HTTP."""
+    metric = {"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.answer }}"}
+    return {"dataset": {"path": dataset}, "metrics": [metric]}
+
+
 def reference_spec(dataset: Path, base_url: str) -> dict[str, Any]:
     return {
         "dataset_jsonl": str(dataset),
@@ -210,7 +220,16 @@ def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label:
     if proc.returncode != 0:
         raise RunError(f"{label}: {' '.join(cmd)} exited {proc.returncode}:\n{stderr[-4000:]}")
     stats = server.stats()
-    keys = ("requests", "connections", "peak_in_flight", "by_status", "busy_s", "first_request_at", "last_response_at")
+    keys = (
+        "requests",
+        "connections",
+        "peak_in_flight",
+        "in_flight_s",
+        "by_status",
+        "busy_s",
+        "first_request_at",
+        "last_response_at",
+    )
     return {
         "wall_s": wall,
         "cpu_s": cpu,
@@ -234,6 +253,8 @@ def _summarise(label: str, rows: int, ok: int, raw: dict[str, Any], extra: dict[
         "busy_s": round(busy, 3) if busy else None,
         "rows_per_s_command": round(rows / raw["wall_s"], 1),
         "rows_per_s_busy": round(rows / busy, 1) if busy else None,
+        # requests the client kept inside the server, on average over the busy window
+        "mean_in_flight": round(raw["server"]["in_flight_s"] / busy, 1) if busy else None,
         "cpu_s": round(raw["cpu_s"], 3),
         "cpu_ms_per_row": round(1000 * raw["cpu_s"] / rows, 3) if rows else None,
         "server_cpu_s": None if raw["server_cpu_s"] is None else round(raw["server_cpu_s"], 2),
@@ -247,7 +268,8 @@ def _summarise(label: str, rows: int, ok: int, raw: dict[str, Any], extra: dict[
         f"  {label}: {rows:,} rows ({ok:,} ok) in {raw['wall_s']:.1f} s, busy {busy or 0:.1f} s: "
         f"{result['rows_per_s_command']:,.0f} rows/s command, {result['rows_per_s_busy'] or 0:,.0f} rows/s busy, "
         f"client CPU {raw['cpu_s']:.1f} s, server CPU {result['server_cpu_s']} s, "
-        f"peak in flight {raw['server']['peak_in_flight']}; busy window: {raw['busy_window_cpu']}",
+        f"peak in flight {raw['server']['peak_in_flight']}, mean {result['mean_in_flight']}; "
+        f"busy window: {raw['busy_window_cpu']}",
         file=sys.stderr,
     )
     return result
@@ -619,6 +641,7 @@ def scenario_4(sizes: Sizes, work: Path, report: Report, ref_python: str | None,
         sides: list[tuple[str, Any]] = [
             ("ours", lambda label, g, s: run_ours(label, our_config(g, server.base_url), work, server)),
             *((f"bare-{mode}", _bare_side(server, mode)) for mode in BARE_MODES),
+            ("offline", lambda label, g, s: run_ours(label, offline_config(g), work, server)),
         ]
         if ref_python is not None:
             sides.append(("reference", lambda label, g, s: run_reference(label, ref_python, s, server, work)))
@@ -651,6 +674,18 @@ def scenario_4(sizes: Sizes, work: Path, report: Report, ref_python: str | None,
                 None,
             )
         )
+    offline_ms = runs["offline"]["cpu_ms_per_row"]
+    cores = (runs["bare-aiohttp"]["big"]["busy_window_cpu"] or {}).get("client_cores")
+    report.rows.append(
+        Row(
+            "4. (bound) one process at 0 ms vs the bare aiohttp loop: bare / (bare + offline)",
+            f"bare aiohttp loop {bare_ms:.3f} ms/row on {cores} core(s) + offline pipeline {offline_ms:.3f} ms/row",
+            "bare aiohttp loop",
+            _ratio(bare_ms, bare_ms + offline_ms),
+            "-",
+            None,
+        )
+    )
     report.runs["scenario_4"] = runs
 
 

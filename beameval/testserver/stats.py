@@ -24,7 +24,9 @@ class Stats:
     (``time.time()``) of the first inference request and of the last inference answer
     since the last reset (None before any), so a benchmark can measure the window in
     which the endpoint was busy without the client's start-up; ``busy_s`` is their
-    difference.
+    difference. ``in_flight_s`` is the integral of ``in_flight`` over time (request-seconds
+    spent inside the server since the reset): over ``busy_s`` it is the mean number of
+    requests the client kept at the endpoint, over ``requests`` the time each spent there.
     """
 
     def __init__(self) -> None:
@@ -41,6 +43,8 @@ class Stats:
         self.last_request: dict[str, Any] | None = None
         self.first_request_at: float | None = None
         self.last_response_at: float | None = None
+        self.in_flight_s = 0.0
+        self._changed_at = time.monotonic()
 
     def connected(self) -> None:
         """Count an accepted TCP connection (keep-alive reuse shows as few connections)."""
@@ -56,13 +60,20 @@ class Stats:
 
     def enter(self) -> None:
         """Mark a request admitted (now in flight)."""
+        self._accumulate()
         self.in_flight += 1
         if self.in_flight > self.peak_in_flight:
             self.peak_in_flight = self.in_flight
 
     def leave(self) -> None:
         """Mark an admitted request answered (or abandoned)."""
+        self._accumulate()
         self.in_flight -= 1
+
+    def _accumulate(self) -> None:
+        now = time.monotonic()
+        self.in_flight_s += self.in_flight * (now - self._changed_at)
+        self._changed_at = now
 
     def answered(self, status: int | str) -> None:
         """Count the outcome: an HTTP status, or ``"reset"`` for a dropped connection."""
@@ -77,6 +88,7 @@ class Stats:
             "by_status": dict(self.by_status),
             "in_flight": self.in_flight,
             "peak_in_flight": self.peak_in_flight,
+            "in_flight_s": self.in_flight_s,
             "per_prompt": dict(self.per_prompt),
             "first_request_at": self.first_request_at,
             "last_response_at": self.last_response_at,

@@ -25,6 +25,7 @@ def test_inference_bench_smoke(tmp_path: Path) -> None:
     s1 = runs["scenario_1_20ms"]
     for run in (s1["ours_1p"], s1["ours_2p"], s1["bare_aiohttp"], s1["bare_httpx"], s1["bare_raw"], s1["engine"]):
         assert run["ok"] == run["rows"] > 0 and min(_rates(run)) > 0
+        assert 0 < run["mean_in_flight"] <= run["server"]["peak_in_flight"]  # requests held at the 20 ms server
     assert s1["engine"]["side"] == "engine" and s1["engine"]["exact_match_mean"] == 0.5  # the echo server matches half
     assert s1["ours_2p"]["processes"] == 2 and s1["ours_2p"]["rows"] == 2 * s1["ours_1p"]["rows"]
 
@@ -39,8 +40,12 @@ def test_inference_bench_smoke(tmp_path: Path) -> None:
     for side in ("ours", "bare-aiohttp", "bare-httpx", "bare-raw"):
         big = runs["scenario_4"][side]["big"]
         assert min(_rates(big)) > 0 and runs["scenario_4"][side]["cpu_ms_per_row"] > 0
+    offline = runs["scenario_4"]["offline"]["big"]  # no target: the server saw nothing, every row was scored
+    assert offline["ok"] == offline["rows"] > 0 and offline["server"]["requests"] == 0
+    assert offline["exact_match_mean"] == 1.0 and runs["scenario_4"]["offline"]["cpu_ms_per_row"] > 0
 
     table = done.stdout
     assert "| scenario | measured | baseline | ratio | target | pass/fail |" in table
     for number in ("1.", "2.", "3.", "4."):
         assert f"| {number} " in table
+    assert "| 4. (bound) one process at 0 ms" in table

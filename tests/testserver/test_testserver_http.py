@@ -140,7 +140,9 @@ def test_peak_in_flight_is_exact(clean_server: ServerProcess, client: httpx.Clie
     clean_server.configure(latency_ms=200)
     responses = asyncio.run(_burst(clean_server.base_url, 5))
     assert [r.status_code for r in responses] == [200] * 5
-    assert clean_server.stats()["peak_in_flight"] == 5
+    burst = clean_server.stats()
+    assert burst["peak_in_flight"] == 5
+    assert 5 * 0.2 <= burst["in_flight_s"] < 5 * 0.3  # five requests, each 200 ms inside the server
     clean_server.reset()
     clean_server.configure(latency_ms=0)
     for _ in range(3):
