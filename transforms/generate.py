@@ -38,6 +38,7 @@ from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
 from transforms.cache import journal_for
 from transforms.guard import guarded, unexpected_failure
+from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
 
@@ -98,6 +99,7 @@ class GenerateSamples(beam.DoFn):
         self._limit = Metrics.gauge(NAMESPACE, "concurrency_limit")
         self._peak_in_flight = Metrics.gauge(NAMESPACE, "peak_in_flight")
         self._failures_by_class: dict[str, Any] = {}
+        freeze_startup_heap()  # last: what setup built is long-lived too
 
     def start_bundle(self) -> None:
         self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)

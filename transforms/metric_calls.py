@@ -39,6 +39,7 @@ from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
 from transforms.cache import journal_for
 from transforms.guard import guarded
+from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["CallMetricEndpoints", "needs_metric_calls", "reply_from_outcome"]
 
@@ -136,6 +137,7 @@ class CallMetricEndpoints(beam.DoFn):
         self._attempts = Metrics.counter(NAMESPACE, "metric_request_attempts")
         self._failed = Metrics.counter(NAMESPACE, "metric_requests_failed")
         self._latency = Metrics.distribution(NAMESPACE, "metric_latency_ms")
+        freeze_startup_heap()  # last: what setup built is long-lived too
 
     def start_bundle(self) -> None:
         self._pending: PendingCalls[tuple[_RowCalls, str]] = PendingCalls(self._max_pending)

@@ -1,0 +1,35 @@
+"""``freeze_startup_heap``: what a worker holds at DoFn setup leaves the cyclic GC's scans, once per process."""
+
+import subprocess
+import sys
+
+from beameval.testserver.harness import PROJECT_ROOT
+
+_SCRIPT = """
+import gc
+import weakref
+from transforms.worker_gc import freeze_startup_heap
+
+class Node:
+    pass
+
+cycle = Node(); cycle.self = cycle; ref = weakref.ref(cycle); del cycle
+assert gc.get_freeze_count() == 0
+freeze_startup_heap()
+assert ref() is None                                   # garbage at setup was collected, not frozen for good
+frozen = gc.get_freeze_count()
+assert frozen > 1000, frozen                           # the interpreter's own objects, at least
+kept = [Node() for _ in range(5000)]
+freeze_startup_heap()                                  # a second DoFn's setup in the same process
+assert gc.get_freeze_count() == frozen, (gc.get_freeze_count(), frozen)
+later = Node(); later.self = later; ref = weakref.ref(later); del later
+gc.collect()
+assert ref() is None                                   # garbage made after the freeze is still collected
+print(frozen)
+"""
+
+
+def test_the_startup_heap_is_frozen_once_and_later_garbage_is_still_collected() -> None:
+    done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 1000
