@@ -236,7 +236,8 @@ def test_rejects_zero_limit():
 
 def test_slow_start_doubles_per_round_trip_until_the_cap():
     async def main():
-        limiter = AdaptiveLimiter(64)
+        assert AdaptiveLimiter(64).limit == 32  # the default start: one round trip from 64
+        limiter = AdaptiveLimiter(64, initial_limit=8)
         assert limiter.limit == 8
         seen = []
         for _ in range(4):  # one "round trip": fill every slot, then all succeed
@@ -253,7 +254,7 @@ def test_slow_start_doubles_per_round_trip_until_the_cap():
 
 def test_slow_start_ends_at_the_first_overload():
     async def main():
-        limiter = AdaptiveLimiter(64)
+        limiter = AdaptiveLimiter(64, initial_limit=8)
         for _ in range(8):  # 8 -> 16
             async with limiter.slot():
                 limiter.record(None)
