@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 
 __all__ = ["freeze_startup_heap"]
 
 _frozen_in: set[int] = set()  # process ids (a forked child has its own heap to freeze)
+_lock = threading.Lock()  # a worker sets up DoFn instances on several threads at once
 
 
 def freeze_startup_heap() -> None:
     """Collect, then freeze every object now tracked by the GC; later calls in the same process do nothing."""
     pid = os.getpid()
-    if pid in _frozen_in:
-        return
-    _frozen_in.add(pid)
-    gc.collect()
-    gc.freeze()
+    with _lock:
+        if pid in _frozen_in:
+            return
+        _frozen_in.add(pid)
+        gc.collect()
+        gc.freeze()
