@@ -14,19 +14,15 @@ from typing import Any
 
 from bench.proctree import PeriodicSampler, descendants
 
-__all__ = ["CpuSampler", "children_cpu", "children_user_cpu", "process_cpu"]
+__all__ = ["CpuSampler", "children_cpu", "process_cpu"]
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def children_cpu() -> float:
+def children_cpu() -> tuple[float, float]:
+    """CPU seconds of finished children: user + system, and user alone (the part that holds a GIL; syscalls do not)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def children_user_cpu() -> float:
-    """User-space CPU of finished children: the part of a process's work that holds the GIL (syscalls do not)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+    return usage.ru_utime + usage.ru_stime, usage.ru_utime
 
 
 def process_cpu(pid: int | None) -> float | None:

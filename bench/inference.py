@@ -92,7 +92,7 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from bench.bare_loops import MODEL, PARALLELISM  # noqa: E402  (needs the project root on sys.path)
-from bench.cpu_sampler import CpuSampler, children_cpu, children_user_cpu, process_cpu  # noqa: E402
+from bench.cpu_sampler import CpuSampler, children_cpu, process_cpu  # noqa: E402
 from bench.sides import (  # noqa: E402
     DEFAULT_REFERENCE_PYTHON,
     REFERENCE_RUNNER,
@@ -212,14 +212,15 @@ def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label:
     """Run ``cmd`` with the server's counters reset; return wall, CPU, stdout and the server's view."""
     server.reset()
     server_cpu0 = process_cpu(server.pid)
-    cpu0, user0 = children_cpu(), children_user_cpu()
+    cpu0, user0 = children_cpu()
     load = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with CpuSampler(proc.pid, server.pid) as sampler:
         stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
-    cpu, user = children_cpu() - cpu0, children_user_cpu() - user0
+    cpu1, user1 = children_cpu()
+    cpu, user = cpu1 - cpu0, user1 - user0
     server_cpu1 = process_cpu(server.pid)
     if proc.returncode != 0:
         raise RunError(f"{label}: {' '.join(cmd)} exited {proc.returncode}:\n{stderr[-4000:]}")
@@ -640,7 +641,10 @@ def scenario_4(sizes: Sizes, work: Path, report: Report, ref_python: str | None,
     from beameval.testserver.harness import ServerProcess
 
     n, small_n, offline_n = sizes.s4_rows, sizes.s4_small_rows, sizes.s4_offline_rows
-    print(f"scenario 4: client CPU per row at zero latency, {n:,} rows (small run {small_n:,})", file=sys.stderr)
+    print(
+        f"scenario 4: client CPU per row at zero latency, {n:,} rows (small run {small_n:,}; offline {offline_n:,})",
+        file=sys.stderr,
+    )
     sizes_used = {n, small_n, offline_n} - {0}
     datasets = {size: write_dataset(work / f"s4-{size}", size, sizes.shards) for size in sizes_used}
     samples: dict[str, list[dict[str, Any]]] = {}
