@@ -147,7 +147,7 @@ class RunBatches(beam.DoFn):
         settings: BatchSettings = self._model.batch
         params = self._config.params
         handler = self._handler
-        timeout = max(params.request_timeout, 300.0)  # an upload or download may be 200 MB
+        timeout = max(params.request_timeout or 0.0, 300.0)  # an upload or download may be 200 MB
         http = HttpClient(4, timeout, ca_bundle=self._model.ca_bundle, max_response_bytes=_REPLY_CAP)
         base = endpoint_urls(self._model.url)[0]
         query = url.partition("?")[2]

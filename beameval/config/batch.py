@@ -1,4 +1,4 @@
-"""The ``batch:`` settings of an endpoint in ``mode: batch`` (provider Batch APIs), the providers' limits as defaults."""
+"""The ``batch:`` settings of an endpoint in ``mode: batch`` (provider Batch APIs); the providers' limits by default."""
 
 from __future__ import annotations
 

@@ -136,7 +136,8 @@ class StubServer:
         kind = _INFERENCE.get(request.path)
         api_key = self.faults.config.api_key
         batch_api = self.batches.owns(request.path)
-        guarded = kind is not None or request.path in ("/v1/models", "/models") or (batch_api and request.path != "/_batches")
+        guarded = kind is not None or request.path in ("/v1/models", "/models")
+        guarded = guarded or (batch_api and request.path != "/_batches")
         if api_key and guarded and request.headers.get("authorization") != f"Bearer {api_key}":
             return json_response(401, error_body(401, "invalid API key"))
         if batch_api:
