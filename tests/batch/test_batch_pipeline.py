@@ -6,12 +6,19 @@ batch run's per-row scores must equal an online run's, with no chat request sent
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from beameval.testserver.harness import ServerProcess
+from beameval.testserver.harness import PROJECT_ROOT, ServerProcess
+from tests.pipeline.test_runners import grpc_binds, job_service  # noqa: F401 - fixtures: Beam's job service on loopback
 
 ROWS = 1000
 # Every third row's reference differs from the echoed prompt: exact-match is 0 there, 1 elsewhere.
@@ -74,7 +81,7 @@ SMALL_DATA = [{"question": f"question {i} please", "answer": f"question {i} plea
 
 
 def small_config(path: Path, server: ServerProcess, **batch: Any) -> dict[str, Any]:
-    return config_for(path, server, max_requests=50, **batch)
+    return config_for(path, server, **{"max_requests": 50, **batch})
 
 
 def custom_ids_by_batch(server: ServerProcess) -> list[list[str]]:
@@ -82,7 +89,9 @@ def custom_ids_by_batch(server: ServerProcess) -> list[list[str]]:
 
 
 def assert_no_request_in_two_batches(server: ServerProcess) -> None:
-    seen = [cid for ids in custom_ids_by_batch(server) for cid in ids]
+    """No request is in two live or completed batches (a failed, expired or cancelled one is sent again)."""
+    ended = ("failed", "expired", "cancelled")
+    seen = [cid for b in server.batches()["batches"] if b["status"] not in ended for cid in b["custom_ids"]]
     assert len(seen) == len(set(seen)), "a request was put into two batches"
 
 
@@ -150,3 +159,69 @@ def test_a_batch_that_ends_without_answers_is_resubmitted(outcome, batch_server,
     batches = batch_server.batches()["batches"]
     assert batches[0]["status"] == outcome and all(b["status"] == "completed" for b in batches[1:])
     assert sorted(batches[4]["custom_ids"]) == sorted(batches[0]["custom_ids"])
+
+
+def start_cli(config: dict[str, Any], output: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    """The CLI as a subprocess in its own process group, so kill -9 reaches every process of the run."""
+    config_path = tmp_path / "killed.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "pipeline.run", "--config", str(config_path), "--output", str(output)]
+    return subprocess.Popen(
+        [*command, "--progress_interval", "0"],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_kill_9_after_the_first_batch_then_resume_attaches(batch_server, write_jsonl, run_eval, tmp_path):
+    # 20 batches to submit, each an upload and a create: the kill lands after the first and before the last
+    # (the batches themselves would take 600 s).
+    batch_server.batches(completion_s=600.0)
+    path = write_jsonl(SMALL_DATA)
+    out = tmp_path / "killed"
+    config = small_config(path, batch_server, max_requests=10)
+    process = start_cli(config, out, tmp_path)
+    deadline = time.monotonic() + 120
+    while batch_server.batches()["batches_created"] < 1:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no batch was ever created"
+        time.sleep(0.005)  # polling a real subprocess: there is no clock to inject
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    created_before = batch_server.batches()["batches_created"]
+    assert 1 <= created_before < SMALL // 10, created_before  # killed between the first batch and the last
+    batch_server.batches(completion_s=0.0)
+    resumed = run_eval(config, "--resume", output=out)
+    assert_complete(resumed)
+    assert batch_server.batches()["batches_created"] == SMALL // 10  # what a clean run creates
+    assert resumed.results["usage"]["batch"]["batches"] == SMALL // 10
+    assert resumed.results["usage"]["batch"]["resubmitted"] == 0
+    assert_no_request_in_two_batches(batch_server)
+    assert batch_server.stats()["requests"] == 0
+
+
+def test_two_local_processes_give_the_same_outcomes(batch_server, write_jsonl, run_eval):
+    batch_server.batches(outcomes=["expired"])
+    batch_server.configure(rules=[{"match": "question 7 please", "status": 400}])
+    config = small_config(write_jsonl(SMALL_DATA), batch_server)
+    multi = run_eval(config, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    assert multi.code == 0, multi.stderr
+    assert multi.results["counts"] == {"rows": SMALL, "ok": SMALL - 1, "errors": 1}
+    assert multi.results["usage"]["batch"]["batches"] == 5
+    assert_no_request_in_two_batches(batch_server)
+    assert batch_server.stats()["requests"] == 0
+
+
+def test_portable_runner_gives_the_same_outcomes(batch_server, write_jsonl, run_eval, job_service):
+    batch_server.batches(outcomes=["cancelled"])
+    config = small_config(write_jsonl(SMALL_DATA), batch_server)
+    portable = run_eval(
+        config, "--runner=PortableRunner", f"--job_endpoint={job_service}", "--environment_type=LOOPBACK"
+    )
+    assert_complete(portable)
+    assert portable.results["run"]["runner"] == "PortableRunner"
+    assert portable.results["usage"]["batch"]["batches"] == 5
+    assert_no_request_in_two_batches(batch_server)
