@@ -215,7 +215,7 @@ def test_two_local_processes_give_the_same_outcomes(batch_server, write_jsonl, r
     assert batch_server.stats()["requests"] == 0
 
 
-def test_portable_runner_gives_the_same_outcomes(batch_server, write_jsonl, run_eval, job_service):
+def test_portable_runner_gives_the_same_outcomes(batch_server, write_jsonl, run_eval, job_service):  # noqa: F811
     batch_server.batches(outcomes=["cancelled"])
     config = small_config(write_jsonl(SMALL_DATA), batch_server)
     portable = run_eval(
