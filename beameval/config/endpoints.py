@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from beameval.config.access import EndpointAccess
+from beameval.config.batch import BatchSettings
 from beameval.config.frozen import Frozen
 from beameval.core.validators import header_fields, http_url
 
@@ -22,6 +23,9 @@ class ModelTarget(EndpointAccess):
     name: str
     format: Literal["openai", "nim"] = "nim"
     default_headers: dict[str, str] | None = None
+    #: ``online`` sends each request as it comes; ``batch`` sends them through the provider's Batch API.
+    mode: Literal["online", "batch"] = "online"
+    batch: BatchSettings = BatchSettings()
 
     _url = field_validator("url")(http_url)
 
