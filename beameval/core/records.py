@@ -68,6 +68,9 @@ class InferenceInfo:
     request_hash: str | None = None
     #: True when the response came from the response store or the run's journal, not the endpoint.
     cached: bool = False
+    #: The body sent (its messages or prompt, system prompt included) as JSON, configured secrets masked:
+    #: the ``request`` column, which the report shows as the row's transcript. None when not recorded.
+    request: str | None = None
 
 
 @dataclass(slots=True)
