@@ -103,7 +103,8 @@ def histogram(name: str, score: Mapping[str, Any], width: int = 340, height: int
     for tick in ticks:
         parts.append(
             f'<line class="axis" x1="{x(tick):.1f}" y1="{top + plot_h}" x2="{x(tick):.1f}" y2="{top + plot_h + 4}"/>'
-            f'<text class="tick" x="{x(tick):.1f}" y="{height - 8}" text-anchor="middle">{_tick_label(tick, step)}</text>'
+            f'<text class="tick" x="{x(tick):.1f}" y="{height - 8}" text-anchor="middle">'
+            f"{_tick_label(tick, step)}</text>"
         )
     mean = _finite(score.get("mean"))
     if mean is not None:
@@ -235,20 +236,24 @@ def forest_plot(scores: Sequence[Mapping[str, Any]], margins: Mapping[str, float
         f'<svg class="chart forest" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         'xmlns="http://www.w3.org/2000/svg"><title>delta (candidate - baseline) per score, with intervals</title>',
     ]
-    ticks = _ticks(lo, hi, 8)
+    ticks = _ticks(lo, hi, 10)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else span
-    parts.append(f'<g class="x-axis"><line class="axis" x1="{plot_x}" y1="{bottom}" x2="{plot_x + plot_w}" y2="{bottom}"/>')
+    parts.append(
+        f'<g class="x-axis"><line class="axis" x1="{plot_x}" y1="{bottom}" x2="{plot_x + plot_w}" y2="{bottom}"/>'
+    )
     for tick in ticks:
         parts.append(
             f'<line class="grid" x1="{x(tick):.1f}" y1="{top}" x2="{x(tick):.1f}" y2="{bottom}"/>'
-            f'<text class="tick" x="{x(tick):.1f}" y="{bottom + 14}" text-anchor="middle">{_tick_label(tick, step)}</text>'
+            f'<text class="tick" x="{x(tick):.1f}" y="{bottom + 14}" text-anchor="middle">'
+            f"{_tick_label(tick, step)}</text>"
         )
     parts.append(
         f'<text x="{plot_x + plot_w / 2:.1f}" y="{bottom + 27}" text-anchor="middle">'
         "delta (candidate − baseline), in each score's units</text></g>"
     )
     parts.append(
-        f'<line class="zero" x1="{x(0.0):.1f}" y1="{top - 4}" x2="{x(0.0):.1f}" y2="{bottom}"><title>zero</title></line>'
+        f'<line class="zero" x1="{x(0.0):.1f}" y1="{top - 4}" x2="{x(0.0):.1f}" y2="{bottom}">'
+        "<title>zero</title></line>"
     )
     for i, score in enumerate(shown):
         name = str(score.get("name", ""))

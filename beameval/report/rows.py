@@ -131,7 +131,8 @@ def rows_browser(
     Returns:
         The table's HTML.
     """
-    limit = max(200, min(2000, TEXT_BUDGET // max(1, 6 * len(rows))))  # ~6 blocks a row
+    # A transcript has up to ~6 blocks (system, user, assistant, judge prompt and reply, reference) plus markup.
+    limit = max(120, min(2000, TEXT_BUDGET // max(1, 10 * len(rows))))
     scores = [name for name in score_names if any(name in row for row in rows[:50])] or list(score_names)
     head = "".join(f"<th>{breakable(name)}</th>" for name in scores)
     parts = [
@@ -218,7 +219,9 @@ def _request_turns(request: Any, limit: int, titles: dict[str, int], prefix: str
             turns.append(_turn(f"{prefix}{key}", _content(body[key]), limit, titles, "user"))
     rest = {k: v for k, v in body.items() if k not in _TURN_FIELDS}
     if rest:
-        facts = " · ".join(f"{esc(k)}: <b>{esc(as_text(v) if not isinstance(v, str) else v)}</b>" for k, v in rest.items())
+        facts = " · ".join(
+            f"{esc(k)}: <b>{esc(as_text(v) if not isinstance(v, str) else v)}</b>" for k, v in rest.items()
+        )
         turns.append(f'<p class="request-params">{esc(prefix)}request parameters: {facts}</p>')
     return turns
 
@@ -265,7 +268,9 @@ def _details(row: Mapping[str, Any], item: Any, references: Sequence[str], limit
         parts += _request_turns(row["request"], limit, titles)
     else:
         if row.get("output_text") is not None or row.get("http_status") is not None:
-            parts.append('<p class="sub">The request sent is not recorded in this run\'s rows/; the row it was built from:</p>')
+            parts.append(
+                '<p class="sub">The request sent is not recorded in this run\'s rows/; the row it was built from:</p>'
+            )
         parts.append(_turn("row (item)", as_text(item), limit, titles, "item"))
     if row.get("output_text") is not None:
         parts.append(_turn("assistant", as_text(row.get("output_text")), limit, titles))
@@ -287,7 +292,9 @@ def _details(row: Mapping[str, Any], item: Any, references: Sequence[str], limit
             parts.append(_turn(key, as_text(value), limit, titles, "detail"))
     facts = [f"id: <b>{esc(row['id'])}</b>"] if row.get("id") else []
     numbers = {
-        k: v for k, v in row.items() if k not in STANDARD_COLUMNS and not k.startswith(judged) and isinstance(v, float | int)
+        k: v
+        for k, v in row.items()
+        if k not in STANDARD_COLUMNS and not k.startswith(judged) and isinstance(v, float | int)
     }
     facts += [f"{esc(k)}: <b>{num(v)}</b>" for k, v in numbers.items()]
     for key in ("latency_ms", "attempts", "http_status", "prompt_tokens", "completion_tokens", "cached"):

@@ -80,7 +80,9 @@ def run_title(results: Mapping[str, Any]) -> str:
     provenance = results.get("provenance") or {}
     config = results.get("config") or {}
     seen = provenance.get("models_seen")
-    models = [str(m["model"]) for m in seen if isinstance(m, Mapping) and m.get("model")] if isinstance(seen, list) else []
+    models = (
+        [str(m["model"]) for m in seen if isinstance(m, Mapping) and m.get("model")] if isinstance(seen, list) else []
+    )
     if not models and isinstance(seen, Mapping):
         models = [str(k) for k in seen]
     if not models:
@@ -97,8 +99,11 @@ def run_title(results: Mapping[str, Any]) -> str:
     return f"{title}, {date}" if date else title
 
 
-def largest_groups(entries: Sequence[Mapping[str, Any]], cap: int = GROUP_CAP) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+def largest_groups(
+    entries: Sequence[Mapping[str, Any]], cap: int = GROUP_CAP
+) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
     """The ``cap`` largest groups (by rows, then value) and a summary of the rest: groups, rows, errors."""
+
     def size(group: Mapping[str, Any]) -> int:
         rows = (group.get("counts") or {}).get("rows")
         return rows if isinstance(rows, int) else 0
@@ -245,7 +250,7 @@ def _groups(groups: Mapping[str, tuple[list[Mapping[str, Any]], dict[str, int]]]
                 f"failed), at most {rest['largest']:,} rows each; results.json holds every group.</p>"
             )
         out.append(
-            f"<h3>by {esc(by)} ({total:,} groups)</h3>{note}<div class=\"scroll\">"
+            f'<h3>by {esc(by)} ({total:,} groups)</h3>{note}<div class="scroll">'
             f'<table class="sortable sticky" data-by="{attr(by)}">'
             f"<thead><tr><th>{esc(by)}</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
