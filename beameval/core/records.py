@@ -54,6 +54,8 @@ class InputRow:
     sample_index: int = 0
     #: What was changed to make the row writable (text made valid UTF-8, ...): the ``notes`` column.
     notes: list[str] = field(default_factory=list)
+    #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
+    request: str | None = None
 
 
 @dataclass(slots=True)

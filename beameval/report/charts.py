@@ -135,7 +135,7 @@ def rubric_bars(name: str, score: Mapping[str, Any], width: int = 340) -> str:
         return ""
     counts = [int(d.get("count") or 0) for d in levels]
     total, peak = sum(counts), max(counts) or 1
-    label_w, value_w, row_h, top = 110, 90, 22, 6
+    label_w, value_w, row_h, top = 110, 90, 28, 8
     bar_w = width - label_w - value_w
     height = top * 2 + row_h * len(levels) + 16
     parts = [
@@ -151,9 +151,9 @@ def rubric_bars(name: str, score: Mapping[str, Any], width: int = 340) -> str:
         share = f"{count / total:.0%}" if total else "–"
         parts.append(
             f'<g class="level" data-label="{attr(level.get("label"))}" data-count="{count}">'
-            f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end">{esc(level.get("label"))}{shown}</text>'
-            f'<rect class="bar" x="{label_w}" y="{y + 3}" width="{max(w, 1.0):.1f}" height="{row_h - 6}"/>'
-            f'<text x="{label_w + bar_w + 6}" y="{y + 15}">{count:,} · {share}</text></g>'
+            f'<text x="{label_w - 6}" y="{y + 18}" text-anchor="end">{esc(level.get("label"))}{shown}</text>'
+            f'<rect class="bar" x="{label_w}" y="{y + 4}" width="{max(w, 1.0):.1f}" height="{row_h - 8}"/>'
+            f'<text x="{label_w + bar_w + 6}" y="{y + 18}">{count:,} · {share}</text></g>'
         )
     mean = _finite(score.get("mean"))
     mode = score.get("mode_category")

@@ -222,8 +222,10 @@ def _columns(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]])
         columns.append(
             (
                 f"p regression (δ < −margin), {adjusted}",
-                lambda s, _: f"{pval(s.get('p_regression_adjusted'))}"
-                f"<br><small>{pval(s.get('p_regression'))} not adjusted</small>",
+                lambda s, _: (
+                    f"{pval(s.get('p_regression_adjusted'))}"
+                    f"<br><small>{pval(s.get('p_regression'))} not adjusted</small>"
+                ),
             )
         )
     elif has("p_value_adjusted"):

@@ -182,10 +182,8 @@ def _turn(role: str, text: str, limit: int, titles: dict[str, int], cls: str = "
     titles[role] = titles.get(role, 0) + 1
     title = role if titles[role] == 1 else f"{role} {titles[role]}"
     kind = cls or role.split(" ", 1)[0]
-    return (
-        f'<div class="turn {attr(kind)}"><div class="label">{esc(title)}</div>'
-        f"<pre>{esc(cut_text(text, limit))}</pre></div>"
-    )
+    shown = redact(cut_text(text, limit))  # URL credentials and key parameters; cut first: regexes cost per character
+    return f'<div class="turn {attr(kind)}"><div class="label">{esc(title)}</div><pre>{esc(shown)}</pre></div>'
 
 
 def _content(value: Any) -> str:
@@ -202,7 +200,6 @@ def _request_turns(request: Any, limit: int, titles: dict[str, int], prefix: str
     body = _decoded(request)
     if not isinstance(body, Mapping):
         return [_turn(f"{prefix}request", as_text(body), limit, titles, "request")] if body else []
-    body = redact(body)
     turns = []
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -212,12 +209,12 @@ def _request_turns(request: Any, limit: int, titles: dict[str, int], prefix: str
             role = str(message.get("role") or "message")
             text = _content(message.get("content"))
             if message.get("tool_calls"):
-                text += ("\n" if text else "") + as_text(message["tool_calls"])
+                text += ("\n" if text else "") + as_text(redact(message["tool_calls"]))
             turns.append(_turn(f"{prefix}{role}", text, limit, titles, role))
     for key in ("prompt", "input"):
         if key in body:
             turns.append(_turn(f"{prefix}{key}", _content(body[key]), limit, titles, "user"))
-    rest = {k: v for k, v in body.items() if k not in _TURN_FIELDS}
+    rest = redact({k: v for k, v in body.items() if k not in _TURN_FIELDS})
     if rest:
         facts = " · ".join(
             f"{esc(k)}: <b>{esc(as_text(v) if not isinstance(v, str) else v)}</b>" for k, v in rest.items()

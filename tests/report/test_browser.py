@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from beameval.testserver.harness import ServerProcess
@@ -363,6 +365,8 @@ def judge_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_judge_run_report_draws_rubrics_and_opens_rows_to_their_transcript(browser, judge_run: Path) -> None:
     results = json.loads((judge_run / "results.json").read_text())
+    shard = next((judge_run / "rows").glob("*.parquet"))
+    assert pq.read_schema(shard).field("request").type == pa.string()  # the transcript's request column
     browser.open(judge_run / "report.html")
     date = results["provenance"]["started_at"][:10]
     assert browser.eval("document.title") == f"acme-chat on data.jsonl, {date}"
