@@ -84,6 +84,7 @@ svg .grid{stroke:#e9ecf3}svg .mean-label{fill:var(--fg);font-weight:600}
 .turn.assistant .label{color:var(--ok)}.turn.judge .label{color:#a0522d}
 .turn.system pre{background:#f7f5fb}.turn.assistant pre{background:#f3faf6}.turn.judge pre{background:#fcf6f1}
 .request-params,.judge-scores{font-size:12px;color:var(--muted);margin:0 0 8px}
+.v-GO{color:var(--ok)}.v-NO-GO{color:var(--bad)}.v-INCONCLUSIVE{color:var(--warn)}
 table.scores td,table.scores th{padding:4px 5px;font-size:13px}
 table.sides{width:auto;margin:6px 0 12px}table.sides td,table.sides th{border:1px solid var(--line);padding:4px 10px;
 text-align:left;vertical-align:top}table.sides td.num{text-align:right}

@@ -10,6 +10,7 @@ import pytest
 
 from beameval.report import render_comparison_report, render_run_report
 from beameval.report.charts import forest_plot, histogram
+from beameval.report.compare_page import gate_thresholds
 from beameval.report.html import pval, redact
 from beameval.report.sample import SampleInfo
 
@@ -156,3 +157,27 @@ def test_comparison_page_defaults_every_score_to_a_zero_gate():
         [],
     )
     assert "<td>0</td>" in page and "1 gated score; none dropped beyond its gate." in page
+
+
+def test_comparison_page_reads_the_earlier_gate_fields_too():
+    score = {"name": "a", "delta": -0.2, "ci_low": -0.3, "ci_high": -0.1, "verdict": "NO-GO", "p_value": 4.2e-09,
+             "p_value_adjusted": 8.4e-09, "test": "paired-t"}  # fmt: skip
+    page = render_comparison_report(
+        {"verdict": "NO-GO", "policy": {"correction": "holm", "scores": {"a": {"max_drop": 0.05}}}, "scores": [score]},
+        [],
+    )
+    assert "<th>p (δ = 0), Holm-adjusted</th>" in page and "<td>8.40e-09</td>" in page
+    assert "4.20e-09<br><small>paired-t</small>" in page and "<td>−0.0500</td>" in page
+    assert "p regression" not in page and "0.0000</td>" not in page
+
+
+def test_margins_come_from_the_scores_when_the_comparison_has_them():
+    comparison = {
+        "policy": {"scores": {"a": {"max_drop": 0.5}}},
+        "scores": [{"name": "a", "margin": 0.01}, {"name": "judge", "margin": None}, {"name": "b", "margin": 0.2,
+                                                                                       "gated": False}],
+    }  # fmt: skip
+    assert gate_thresholds(comparison) == {"a": 0.01}
+    assert gate_thresholds({"policy": {"scores": {"a": {"max_drop": 0.5}}}, "scores": [{"name": "a"}]}) == {"a": 0.5}
+    page = render_comparison_report({**comparison, "policy": {"correction": "none"}}, [])
+    assert "not gated" in page
