@@ -33,6 +33,7 @@ _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("completion_tokens", pa.int64()),
     ("request_hash", pa.string()),
     ("cached", pa.bool_()),
+    ("request", pa.string()),
 ]
 
 
@@ -73,6 +74,7 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
         "completion_tokens": info.completion_tokens,
         "request_hash": info.request_hash,
         "cached": info.cached,
+        "request": info.request,
     }
     for name in label_names:
         record[name] = row.labels.get(name)

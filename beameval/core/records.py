@@ -54,6 +54,8 @@ class InputRow:
     sample_index: int = 0
     #: What was changed to make the row writable (text made valid UTF-8, ...): the ``notes`` column.
     notes: list[str] = field(default_factory=list)
+    #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
+    request: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +70,9 @@ class InferenceInfo:
     request_hash: str | None = None
     #: True when the response came from the response store or the run's journal, not the endpoint.
     cached: bool = False
+    #: The body sent (its messages or prompt, system prompt included) as JSON, configured secrets masked:
+    #: the ``request`` column, which the report shows as the row's transcript. None when not recorded.
+    request: str | None = None
 
 
 @dataclass(slots=True)
