@@ -27,6 +27,9 @@ setup(
         # and the paired tests of run comparisons (beameval/compare/: t, exact binomial)
         "tqdm>=4.66,<5",  # the run's progress bar on a terminal
     ],
+    # One console command for every entry point (beameval run|compare|cache|history|report): unlike
+    # `python -m pipeline.run`, it is not shadowed by a pipeline.py in the working directory.
+    entry_points={"console_scripts": ["beameval = pipeline.console:main"]},
     # Not "build/": a folder of that name in the project root shadows PyPA's `build`, which Beam
     # runs (python -m build) to stage the project for Dataflow with --setup_file.
     options={"build": {"build_base": ".setuptools-build"}},
