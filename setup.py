@@ -3,7 +3,17 @@
 from setuptools import find_packages, setup
 
 # httpx is test-only: an independent client for the test server's own tests (the evaluator uses aiohttp).
-TEST = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "mypy>=1.10", "trustme>=1.0", "httpx>=0.27,<1"]
+# wheel is test-only too: the console-command test installs the project offline (--no-build-isolation), and
+# setuptools before 70.1 builds wheels only with it.
+TEST = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "ruff>=0.17,<0.18",
+    "mypy>=1.10",
+    "trustme>=1.0",
+    "httpx>=0.27,<1",
+    "wheel>=0.40",
+]
 
 setup(
     name="beam-llm-evaluator",

@@ -5,11 +5,16 @@
 the working directory first on ``sys.path``, so a user's own ``pipeline.py`` (or
 ``transforms.py``) there hides the installed package; a console script starts with its own
 ``bin`` directory on the path instead, and imports the installed evaluator wherever it is run.
+The worker processes Beam starts (``--direct_running_mode=multi_processing``) are
+``python -m`` commands in the same working directory, so the command also sets
+``PYTHONSAFEPATH`` for them (Python 3.11+; unless already set), which keeps the working
+directory off their path too.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -44,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(usage(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    os.environ.setdefault("PYTHONSAFEPATH", "1")  # inherited by Beam's worker processes, see above
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         meant = closest(name, COMMANDS)

@@ -113,7 +113,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
-    results["provenance"] = build_provenance(  # CONTRACT.md "Provenance and run history"
+    results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
         config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
     )
     _fail_if_strict(config, summary)

@@ -35,7 +35,7 @@ class Params(Frozen):
     inference: InferenceParams | None = None
     reasoning: ReasoningParams | None = None
     structured_output: dict[str, Any] | None = None
-    #: Samples per row (CONTRACT.md "Statistics"): each row is sent K times, sample_index 0..K-1.
+    #: Samples per row (docs/STATISTICS.md): each row is sent K times, sample_index 0..K-1.
     repeats: Annotated[int, Field(ge=1, le=10_000)] = 1
 
     @field_validator("request_timeout")
