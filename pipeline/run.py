@@ -30,7 +30,7 @@ from pipeline.config import load_config
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.graph import build_graph
 from pipeline.history import append_run
-from pipeline.interrupt import EXIT_INTERRUPTED, interruptible
+from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
@@ -56,7 +56,7 @@ class RunFailed(EvaluatorError):
     """Strict mode: a row failed, so the run is not reported as complete."""
 
 
-def run(argv: list[str]) -> dict[str, Any]:
+def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, Any]:
     """Run one evaluation; return the results document.
 
     Raises:
@@ -72,6 +72,8 @@ def run(argv: list[str]) -> dict[str, Any]:
         )
     run_id = uuid.uuid4().hex  # one id for the workers and for provenance
     flags.output = resolve_output(flags.output, run_id, time.time())  # {run_date}, {run_id}: fixed once, here
+    if interrupt is not None:
+        interrupt.output = flags.output
     config = load_config(flags.config)
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
@@ -196,16 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     with interruptible(quiet=not debug) as interrupt:
         try:
-            results = run(argv)
+            results = run(argv, interrupt)
         except (Exception, KeyboardInterrupt) as exc:
             if interrupt.signal_name is None and isinstance(exc, Exception):
                 return _report_failure(exc, debug)
             _traceback_if(debug, exc)
             how = "Ctrl-C" if interrupt.signal_name in (None, "SIGINT") else interrupt.signal_name
+            journal = f"{interrupt.output.rstrip('/')}/_responses/" if interrupt.output else "the output's _responses/"
             print(
                 f"interrupted: the evaluation was stopped ({how}) before it completed; results.json was not written. "
-                "Run the same command with --resume to continue: responses already received are kept in "
-                "OUT_DIR/_responses/ and are not sent again.",
+                f"Run the same command with --resume to continue: responses already received are kept in "
+                f"{journal} and are not sent again.",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED

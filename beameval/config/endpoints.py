@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from beameval.config.access import EndpointAccess
 from beameval.config.frozen import Frozen
@@ -15,12 +15,19 @@ __all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
 _AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie")
 
 
+FORMAT = (
+    "openai sends the request as configured; nim (the default, as in the reference SDK, so configs written "
+    "for it score the same) adds max_tokens=4096 when neither params.inference nor the request sets a token "
+    "limit. Set openai for an endpoint whose own default should apply."
+)
+
+
 class ModelTarget(EndpointAccess):
     """An OpenAI-compatible model endpoint."""
 
     url: str
     name: str
-    format: Literal["openai", "nim"] = "nim"
+    format: Annotated[Literal["openai", "nim"], Field(description=FORMAT)] = "nim"
     default_headers: dict[str, str] | None = None
 
     _url = field_validator("url")(http_url)
