@@ -1,7 +1,7 @@
 """The Airflow test's own virtual environment: built once under a cache directory, reused after.
 
 Airflow and its providers are not dependencies of the evaluator, and their 2.2 GB must
-stay out of ``.venv`` and ``.ci-venv``: they live in ``AIRFLOW_VENV`` (default
+stay out of ``.venv``: they live in ``AIRFLOW_VENV`` (default
 ``/tmp/airflow-venv``). The evaluator itself is not installed there; the DAG's ``python``
 parameter points at the project's interpreter, as a deployment with a separate evaluator
 environment would. A ``.ready`` marker holding the requirement list is written last, so an
