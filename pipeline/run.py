@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             journal = f"{interrupt.output.rstrip('/')}/_responses/" if interrupt.output else "the output's _responses/"
             print(
                 f"interrupted: the evaluation was stopped ({how}) before it completed; results.json was not written. "
-                f"Run the same command with --resume to continue: responses already received are kept in "
+                "Run the same command with --resume to continue: responses already received are kept in "
                 f"{journal} and are not sent again.",
                 file=sys.stderr,
             )

@@ -37,9 +37,17 @@ for arg in "$@"; do
 done
 
 say() { printf '[test.sh] %s\n' "$*"; }
+# A command as one could paste it: arguments with spaces or shell characters in single quotes.
+shown() {
+  local words=() word
+  for word in "$@"; do
+    if [[ $word =~ ^[][A-Za-z0-9_./=:,+@-]+$ ]]; then words+=("$word"); else words+=("'$word'"); fi
+  done
+  echo "${words[*]}"
+}
 # Runs a step, or only shows it with --dry-run.
 step() {
-  if [ "$dry_run" = 1 ]; then say "would run: $*"; else "$@"; fi
+  if [ "$dry_run" = 1 ]; then say "would run: $(shown "$@")"; else "$@"; fi
 }
 die() { say "$*" >&2; exit 2; }
 
@@ -55,7 +63,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
     sudo=(sudo)
   else
-    die "the tests need ${missing[*]}: run 'sudo apt-get install -y ${missing[*]}' (this script is not root and sudo asks for a password), then rerun."
+    die "the tests need ${missing[*]}: run 'sudo apt-get install -y ${missing[*]}' (this script is not root and cannot use sudo without a password), then rerun."
   fi
   apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
   say "installing ${missing[*]} with apt-get (Debian packages, system-wide) ..."
@@ -99,7 +107,7 @@ first_failure=0
 check() {
   local name=$1
   shift
-  say "$name: $*"
+  [ "$dry_run" = 1 ] || say "$name: $(shown "$@")"
   step "$@"
   local rc=$?
   if [ "$rc" = 5 ] && [ "$name" = pytest ]; then
@@ -117,5 +125,11 @@ fi
 check ruff "$VENV/bin/ruff" check .
 check ruff-format "$VENV/bin/ruff" format --check .
 check mypy "$VENV/bin/mypy" beameval pipeline transforms
-if [ "$first_failure" = 0 ]; then say "all checks passed"; else say "some checks failed"; fi
+if [ "$dry_run" = 1 ]; then
+  say "dry run: nothing was installed or run"
+elif [ "$first_failure" = 0 ]; then
+  say "all checks passed"
+else
+  say "some checks failed"
+fi
 exit "$first_failure"

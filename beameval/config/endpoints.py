@@ -15,7 +15,7 @@ __all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
 _AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie")
 
 
-FORMAT = (
+_FORMAT_NOTE = (
     "openai sends the request as configured; nim (the default, as in the reference SDK, so configs written "
     "for it score the same) adds max_tokens=4096 when neither params.inference nor the request sets a token "
     "limit. Set openai for an endpoint whose own default should apply."
@@ -27,7 +27,7 @@ class ModelTarget(EndpointAccess):
 
     url: str
     name: str
-    format: Annotated[Literal["openai", "nim"], Field(description=FORMAT)] = "nim"
+    format: Annotated[Literal["openai", "nim"], Field(description=_FORMAT_NOTE)] = "nim"
     default_headers: dict[str, str] | None = None
 
     _url = field_validator("url")(http_url)

@@ -19,7 +19,7 @@ class ReasoningParams(Frozen):
     end_token: str | None = None
 
 
-TIMEOUT = "seconds per attempt, a total deadline (connect, send and read the whole reply); null means 600 s."
+_TIMEOUT_NOTE = "seconds per attempt, a total deadline (connect, send and read the whole reply); null means 600 s."
 
 
 class Params(Frozen):
@@ -27,7 +27,7 @@ class Params(Frozen):
 
     parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
-    request_timeout: Annotated[Annotated[float, Field(gt=0)] | None, Field(description=TIMEOUT)] = 120.0
+    request_timeout: Annotated[Annotated[float, Field(gt=0)] | None, Field(description=_TIMEOUT_NOTE)] = 120.0
     #: The longest wait between attempts, in seconds; a longer ``Retry-After`` fails the request at once.
     max_retry_wait: Annotated[float, Field(ge=0, le=86400)] = 120.0
     ignore_request_failure: bool = False
