@@ -30,7 +30,7 @@ from pipeline.config import load_config
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.graph import build_graph
 from pipeline.history import append_run
-from pipeline.interrupt import EXIT_INTERRUPTED, interruptible
+from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
@@ -63,7 +63,7 @@ class BatchesPending(EvaluatorError):
     """Batch mode: some requests' batches are still running; nothing is published until they are collected."""
 
 
-def run(argv: list[str]) -> dict[str, Any]:
+def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, Any]:
     """Run one evaluation; return the results document.
 
     Raises:
@@ -79,6 +79,8 @@ def run(argv: list[str]) -> dict[str, Any]:
         )
     run_id = uuid.uuid4().hex  # one id for the workers and for provenance
     flags.output = resolve_output(flags.output, run_id, time.time())  # {run_date}, {run_id}: fixed once, here
+    if interrupt is not None:
+        interrupt.output = flags.output
     config = load_config(flags.config)
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
@@ -125,7 +127,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     results = build_results(summary, scorer, config.public_dump(), run_info)
     if batches is not None:  # every run of this OUT_DIR together; the tokens are the batch-priced ones
         results["usage"]["batch"] = batches
-    results["provenance"] = build_provenance(  # CONTRACT.md "Provenance and run history"
+    results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
         config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
     )
     _fail_if_strict(config, summary)
@@ -217,16 +219,17 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     with interruptible(quiet=not debug) as interrupt:
         try:
-            results = run(argv)
+            results = run(argv, interrupt)
         except (Exception, KeyboardInterrupt) as exc:
             if interrupt.signal_name is None and isinstance(exc, Exception):
                 return _report_failure(exc, debug)
             _traceback_if(debug, exc)
             how = "Ctrl-C" if interrupt.signal_name in (None, "SIGINT") else interrupt.signal_name
+            journal = f"{interrupt.output.rstrip('/')}/_responses/" if interrupt.output else "the output's _responses/"
             print(
                 f"interrupted: the evaluation was stopped ({how}) before it completed; results.json was not written. "
                 "Run the same command with --resume to continue: responses already received are kept in "
-                "OUT_DIR/_responses/ and are not sent again.",
+                f"{journal} and are not sent again.",
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED

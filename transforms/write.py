@@ -38,7 +38,7 @@ _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
 
 
 def rows_schema(score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()) -> pa.Schema:
-    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts and details."""
+    """The ``rows/`` schema: README "Outputs" columns, one float per score, then inference facts and details."""
     fields = [
         pa.field("row_index", pa.int64(), nullable=False),
         pa.field("sample_index", pa.int64(), nullable=False),

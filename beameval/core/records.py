@@ -38,7 +38,7 @@ class RowFailure:
 
     @property
     def text(self) -> str:
-        """Every message, separated by ``; `` (CONTRACT.md)."""
+        """Every message, separated by ``; ``."""
         return "; ".join(self.messages)
 
 
@@ -145,7 +145,7 @@ class CallUsage:
         self.cache_hits += other.cache_hits
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent (CONTRACT.md)."""
+        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent."""
         return {
             "requests": self.requests,
             "attempts": self.attempts,
