@@ -166,7 +166,7 @@ class Pacer:
         prompt, completion = estimate_tokens(body, wire_length)
         charge = Charge(prompt + completion, prompt, completion, self._cost(prompt, completion))
         if self._budget is not None:
-            self._budget.reserve(charge.tokens, charge.usd)
+            await self._budget.reserve(charge.tokens, charge.usd)
         try:
             await self._await_first_reply()
             if self._lock is None:
