@@ -14,8 +14,8 @@ the endpoint is never driven past either. What it keeps:
   ``rate_limit``) set a bucket per kind refilled at limit/60/W a second whose level
   never exceeds remaining/W; before the first reply of the endpoint, one request goes
   alone (for at most ``PROBE_WAIT_S``), so a run does not open with a burst of 429s
-  against a limit it has not read yet. A 429 with ``Retry-After`` holds every attempt
-  of the endpoint for that long, not only the one that got it.
+  against a limit it has not read yet. ``Retry-After`` stays the retry loop's business
+  (the attempt that got it waits that long; the others go on, as the buckets allow).
 * **The estimate**: an attempt is charged ``ceil(prompt characters / 4)`` (the
   ``content`` of the messages, or the ``prompt``; the whole body for agent and remote
   endpoints) plus its ``max_tokens`` (``max_completion_tokens``, else
@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from beameval.inference.budget import RunBudget
-from beameval.inference.classify import parse_retry_after
 from beameval.inference.quota import EndpointQuota, redis_password
 from beameval.inference.ratelimit_headers import advertised
 from beameval.inference.token_bucket import TokenBucket
@@ -134,7 +133,6 @@ class Pacer:
                 )
         self._shared_down_until = 0.0
         self._advertised: dict[str, TokenBucket] = {}
-        self._hold_until = 0.0
         budget = quota.budget
         self._budget = (
             None
@@ -190,7 +188,7 @@ class Pacer:
         """Read the reply's rate-limit headers and correct the charge with its usage (None: no reply)."""
         now = self._clock()
         if headers is not None:
-            self._observe(headers, status, now)
+            self._observe(headers, now)
         if self._first_reply is not None:
             self._first_reply.set()
         self._probing = False
@@ -238,7 +236,7 @@ class Pacer:
     async def _take(self, tokens: int) -> float:
         """Charge one request and ``tokens`` if every bucket allows it now (0), else the seconds to wait."""
         now = self._clock()
-        wait = max(0.0, self._hold_until - now)
+        wait = 0.0
         for kind, bucket in self._advertised.items():
             wait = max(wait, bucket.wait(1 if kind == "requests" else tokens, now))
         use_shared = self._shared is not None and now >= self._shared_down_until
@@ -284,7 +282,7 @@ class Pacer:
         except Exception as exc:  # noqa: BLE001 - the next admission notices and falls back
             self._fall_back(exc)
 
-    def _observe(self, headers: Mapping[str, str], status: int | None, now: float) -> None:
+    def _observe(self, headers: Mapping[str, str], now: float) -> None:
         for kind in _KINDS:
             limit = advertised(headers, kind)
             if limit is None:
@@ -294,10 +292,6 @@ class Pacer:
             if bucket is None or bucket.rate != rate:
                 bucket = self._advertised[kind] = TokenBucket(rate, max(1.0, rate * BURST_S), now)
             bucket.lower_to(limit.remaining / self._workers, now)
-        if status == 429:
-            retry_after = parse_retry_after(headers.get("retry-after"))
-            if retry_after is not None:
-                self._hold_until = max(self._hold_until, now + retry_after)
 
 
 def _count(usage: Mapping[str, Any] | None, name: str) -> int | None:
