@@ -26,7 +26,7 @@ setup(
         "scipy>=1.10",  # distribution quantiles for the confidence intervals (beameval/stats/intervals.py)
         # and the paired tests of run comparisons (beameval/compare/: t, exact binomial)
         "tqdm>=4.66,<5",  # the run's progress bar on a terminal
-    "redis>=5,<9",  # rate_limit.shared: one request and token budget for every worker, kept in Redis (GCRA script)
+        "redis>=5,<9",  # rate_limit.shared: one request and token budget for every worker, kept in Redis (GCRA script)
     ],
     # Not "build/": a folder of that name in the project root shadows PyPA's `build`, which Beam
     # runs (python -m build) to stage the project for Dataflow with --setup_file.

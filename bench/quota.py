@@ -208,12 +208,14 @@ def measure(
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| scenario | workers | limit | rate_limit | headers | utilisation | 429 share | worst 5 s / limit | ok / rows |",
+        "| scenario | workers | limit | rate_limit | headers | utilisation | 429 share | worst 5 s / limit "
+        "| ok / rows |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
-            f"| {r['scenario']} | {r['workers']} | {r['limit']} | {r['rate_limit']} | {'yes' if r['headers'] else 'no'} "
+            f"| {r['scenario']} | {r['workers']} | {r['limit']} | {r['rate_limit']} "
+            f"| {'yes' if r['headers'] else 'no'} "
             f"| {r['utilisation']:.2f} | {r['share_429']:.1%} | {r['worst_5s']:.2f} | {r['ok']} / {r['rows']} |"
         )
     return "\n".join(lines)
