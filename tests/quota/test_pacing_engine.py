@@ -84,3 +84,29 @@ def test_the_budget_stops_sending_and_never_passes_its_tokens(clean_server: Serv
     assert {o.error.failure_class for o in refused} == {"budget"}
     assert {o.attempts for o in refused} == {0}
     assert "params.budget" in str(refused[0].error)
+
+
+def test_rate_limit_urls_never_carry_a_password_and_need_a_rate() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from beameval.config.schema import parse_config
+    from beameval.core.errors import ConfigError
+
+    limit = {"requests_per_minute": 60, "shared": "redis://:hunter2-secret@10.0.0.5:6379/0"}
+    config = {
+        "dataset": {"path": "d.jsonl"},
+        "target": {"model": {"url": "http://127.0.0.1:1/v1", "name": "m", "rate_limit": limit}},
+        "prompt_template": "{{ item.q }}",
+        "metrics": [{"type": "exact-match", "reference": "x"}],
+    }
+    with pytest.raises(ConfigError, match="shared_password_env") as caught:
+        parse_config(config)
+    assert "hunter2-secret" not in str(caught.value)
+    with pytest.raises(ValidationError, match="redis://HOST:PORT/DB"):
+        RateLimit(requests_per_minute=60, shared="http://10.0.0.5:6379/0")
+    with pytest.raises(ValidationError, match="no budget to share"):
+        RateLimit(shared="redis://10.0.0.5:6379/0")
+    assert Pricing(input_per_million=2, output_per_million=8, batch_discount=0.5).cost(
+        1_000_000, 500_000, batch=True
+    ) == pytest.approx((2 + 4) / 2)
