@@ -36,6 +36,7 @@ setup(
         "scipy>=1.10",  # distribution quantiles for the confidence intervals (beameval/stats/intervals.py)
         # and the paired tests of run comparisons (beameval/compare/: t, exact binomial)
         "tqdm>=4.66,<5",  # the run's progress bar on a terminal
+        "redis>=5,<9",  # rate_limit.shared: one request and token budget for every worker, kept in Redis (GCRA script)
     ],
     # One console command for every entry point (beameval run|compare|cache|history|report): unlike
     # `python -m pipeline.run`, it is not shadowed by a pipeline.py in the working directory.

@@ -78,7 +78,9 @@ def build_graph(
     if needs_metric_calls(config.metrics):
         if stored is not None:
             generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)
-        generated = generated | "CallMetricEndpoints" >> beam.ParDo(CallMetricEndpoints(config.metrics, journal))
+        generated = generated | "CallMetricEndpoints" >> beam.ParDo(
+            CallMetricEndpoints(config.metrics, journal, config.params, run_id)
+        )
     scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field)).with_outputs(
         ERRORS, main="rows"
     )

@@ -37,6 +37,7 @@ from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
 from pipeline.provenance import build_provenance
+from pipeline.quota import EXIT_BUDGET, budget_fields, costs, job_config, spent_before
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
@@ -91,6 +92,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     if not dry_run:
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
+    spent = spent_before(flags.output) if flags.resume else (0.0, 0.0)  # a --resume goes on with the same budget
     store = run_store_use(config, flags)
     shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume)
 
@@ -98,7 +100,8 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
     stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
-    build_graph(pipeline, config, paths, flags.output, limit, run_id=run_id, stored_shards=shards, stage=stage)
+    job = job_config(config, options, spent)  # worker count and budget left, for the workers' pacers
+    build_graph(pipeline, job, paths, flags.output, limit, run_id=run_id, stored_shards=shards, stage=stage)
     interval, _, local = progress_settings(options)
     try:
         with watch_progress(run_id, interval if local else 0.0):  # one bar or line for the run (issue 16)
@@ -134,10 +137,16 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     results["failures"] = failure_breakdown(flags.output)
     judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
     results["warnings"] = unparsed_judges(results, judges)
+    cost = costs(config, results["usage"])
+    if cost is not None:
+        results["usage"]["cost_usd"] = cost
+    results.update(budget_fields(config, results["counts"], results["usage"], spent))
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
+    if over is None and results.get("stopped"):
+        results["status"] = "stopped"
     write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
-    if flags.history:  # one line in HISTORY/runs.jsonl per completed run
+    if flags.history and results["status"] == "completed":  # one line in HISTORY/runs.jsonl per completed run
         append_run(flags.history, results, flags.output)
     report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
     if over is not None:
@@ -239,6 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     for warning in results.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
     print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+    if results["status"] == "stopped":
+        counts = results["counts"]
+        print(
+            f"stopped: the run reached its budget (params.budget): {counts['skipped']} of {counts['rows']} rows were "
+            "not sent and are written as skipped; results.json says complete: false. Rerun the same command with "
+            "--resume and a larger params.budget to send only those.",
+            file=sys.stderr,
+        )
+        return EXIT_BUDGET
     return 0
 
 

@@ -66,7 +66,7 @@ class ScoreRows(beam.DoFn):
         )
         self._scored.inc()
         yield scored
-        if scored.failure is not None:
+        if scored.failure is not None and not scored.failure.skipped:
             self._failed.inc()
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
 

@@ -61,7 +61,7 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "row_index": row.row_index,
         "sample_index": row.sample_index,
-        "status": "ok" if row.failure is None else "error",
+        "status": "ok" if row.failure is None else "skipped" if row.failure.skipped else "error",
         "item": row.item_json,
         "output_text": row.output_text,
         **row.scores,

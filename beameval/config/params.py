@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from beameval.config.frozen import Frozen
 from beameval.config.inference import InferenceParams
+from beameval.config.quota import Budget
 
 __all__ = ["InferenceParams", "Params", "ReasoningParams"]
 
@@ -40,6 +41,10 @@ class Params(Frozen):
     structured_output: dict[str, Any] | None = None
     #: Samples per row (docs/STATISTICS.md): each row is sent K times, sample_index 0..K-1.
     repeats: Annotated[int, Field(ge=1, le=10_000)] = 1
+    #: The most the run may spend (tokens, dollars); past it no request is sent and the run stops (exit 5).
+    budget: Budget | None = None
+    #: Worker processes that split each endpoint's rate_limit and the budget (R/W); unset: from the runner.
+    worker_processes: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
 
     @field_validator("request_timeout")
     @classmethod

@@ -35,6 +35,9 @@ class RowFailure:
     #: True for rows never sent because a strict run was already stopping; they are
     #: failed rows like any other, but never reported as the cause of the failure.
     not_sent: bool = False
+    #: True for rows never sent because the run's budget was reached (``params.budget``): status
+    #: ``skipped`` in rows/, not in errors/ and not in the aggregates; ``--resume`` sends them.
+    skipped: bool = False
 
     @property
     def text(self) -> str:
@@ -115,6 +118,8 @@ class CallUsage:
     completion_tokens: int = 0
     #: Calls answered from the response store or the journal (not sent, so not in ``requests``).
     cache_hits: int = 0
+    #: Metric calls only: [requests, prompt tokens, completion tokens] per metric key, for costs per endpoint.
+    by_metric: dict[str, list[int]] = field(default_factory=dict)
 
     @classmethod
     def of_replies(cls, replies: dict[str, EndpointReply] | None) -> CallUsage | None:
@@ -122,11 +127,12 @@ class CallUsage:
         if not replies:
             return None
         usage = cls()
-        for reply in replies.values():
+        for key, reply in replies.items():
             if reply.cached:
                 usage.cache_hits += 1
             elif reply.attempts:
                 usage.record(reply.attempts, reply.prompt_tokens, reply.completion_tokens)
+                usage.by_metric[key] = [1, reply.prompt_tokens or 0, reply.completion_tokens or 0]
         return usage
 
     def record(self, attempts: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
@@ -143,6 +149,10 @@ class CallUsage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cache_hits += other.cache_hits
+        for key, counts in other.by_metric.items():
+            mine = self.by_metric.setdefault(key, [0, 0, 0])
+            for index, count in enumerate(counts):
+                mine[index] += count
 
     def as_dict(self) -> dict[str, Any]:
         """The ``results.json`` usage fields; ``cache.misses`` are the requests sent."""
@@ -152,6 +162,16 @@ class CallUsage:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cache": {"hits": self.cache_hits, "misses": self.requests},
+            **(
+                {
+                    "by_metric": {
+                        key: {"requests": r, "prompt_tokens": p, "completion_tokens": c}
+                        for key, (r, p, c) in sorted(self.by_metric.items())
+                    }
+                }
+                if self.by_metric
+                else {}
+            ),
         }
 
 

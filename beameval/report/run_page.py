@@ -156,6 +156,8 @@ def _headline(results: Mapping[str, Any], scores: Sequence[Mapping[str, Any]]) -
     facts = [("rows", counts.get("rows")), ("ok", counts.get("ok")), ("errors", counts.get("errors"))]
     if counts.get("samples") is not None:
         facts.append(("samples", counts["samples"]))
+    if counts.get("skipped"):  # stopped at its budget (params.budget)
+        facts.append(("skipped", counts["skipped"]))
     facts.append(("cached", cached))
     tokens = _tokens(usage)
     facts.append(("tokens", tokens))
@@ -376,6 +378,11 @@ def _usage(usage: Mapping[str, Any]) -> str:
                 cache_rows.append((esc(name), num(inner.get("hits")), num(inner.get("misses"))))
     if cache_rows:
         parts.append("<h3>response cache</h3>" + table(["calls", "hits", "misses"], cache_rows))
+    cost = usage.get("cost_usd")
+    if isinstance(cost, Mapping):  # endpoints with pricing
+        rows = [(esc(name), f"${value:,.4f}") for name, value in (cost.get("endpoints") or {}).items()]
+        rows.append(("total", f"${cost.get('total', 0):,.4f}"))
+        parts.append("<h3>cost (USD)</h3>" + table(["endpoint", "cost"], rows))
     parts.append("</section>")
     return "".join(parts)
 

@@ -11,6 +11,7 @@ from typing import Any
 from beameval.testserver.batches import BatchService
 from beameval.testserver.faults import FaultConfig, FaultInjector, Outcome
 from beameval.testserver.http11 import BadRequest, Request, Response, json_response, read_request
+from beameval.testserver.quota import ProviderQuota
 from beameval.testserver.replies import (
     DEFAULT_MODEL,
     Replier,
@@ -74,6 +75,7 @@ class StubServer:
         self.replier = replier or Replier()
         self.stats = Stats()
         self.batches = BatchService(self._answer_line)  # the Files and Batches API (batch mode)
+        self.quota = ProviderQuota()
         self.host = host
         self.port = port
         self.down_for_s = down_for_s
@@ -150,7 +152,7 @@ class StubServer:
         if route in (("GET", "/v1/models"), ("GET", "/models")):
             return json_response(200, _MODELS)
         if route == ("GET", "/_stats"):
-            return json_response(200, self.stats.snapshot())
+            return json_response(200, {**self.stats.snapshot(), "quota": self.quota.snapshot()})
         if route == ("GET", "/_last_request"):
             return json_response(200, self.stats.last_request)
         if route == ("GET", "/_config"):
@@ -181,6 +183,7 @@ class StubServer:
         self.faults.reset(self.initial_config if options.get("config") else None)
         self.stats.reset()
         self.batches.reset()
+        self.quota.reset()
         return json_response(200, {"ok": True})
 
     async def _inference(self, kind: str, request: Request) -> Response | None:
@@ -206,12 +209,17 @@ class StubServer:
         if config.capacity is not None and self.stats.in_flight >= config.capacity:
             self.stats.answered(429)
             return json_response(429, error_body(429, "server at capacity"), _retry_headers(config.retry_after))
+        admission = self.quota.admit(config.quota, prompt, body)
+        if admission.refusal is not None:
+            self.stats.answered(429)
+            return admission.refusal
         outcome = self.faults.decide(prompt)
         self.stats.enter()
         try:
             if outcome.delay_s > 0:
                 await asyncio.sleep(outcome.delay_s)
             response = self._act(kind, body, prompt, outcome)
+            self.quota.settle(config.quota, admission, response)
         finally:
             self.stats.leave()
         self.stats.answered(response.status if response is not None else "reset")
