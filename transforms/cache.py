@@ -35,6 +35,7 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow
 from beameval.core.templates import Template
+from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
@@ -47,7 +48,6 @@ __all__ = [
     "LookupResponses",
     "files_for",
     "journal_for",
-    "reply_usage",
     "request_keys",
     "target_request",
 ]
@@ -175,25 +175,8 @@ class AnswerFromStore(beam.DoFn):
             yield row
             return
         self._hits.inc()
-        prompt_tokens, completion_tokens = reply_usage(sample)
-        info = InferenceInfo(
-            attempts=0,
-            http_status=200,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            request_hash=digest,
-            cached=True,
-        )
-        yield GeneratedRow(row.row_index, row.item, sample, inference=info, sample_index=row.sample_index)
-
-
-def reply_usage(sample: dict[str, Any]) -> tuple[int | None, int | None]:
-    """The token counts a stored reply reported (shown in ``rows/``; a hit is not billed in ``usage``)."""
-    usage = sample.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else None), (completion if isinstance(completion, int) else None)
+        info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
+        yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
 class LookupResponses(beam.PTransform):

@@ -21,10 +21,10 @@ from beameval.cache.key import prepared_key
 from beameval.cache.recording import sample_from_stored
 from beameval.core.records import EndpointReply, GeneratedRow
 from beameval.core.scoring import metric_keys
+from beameval.inference.answers import endpoint_reply
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
-from transforms.cache import reply_usage
 from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = ["LookupMetricResponses", "endpoint_metrics", "row_token"]
@@ -95,14 +95,7 @@ class _AttachMetricHits(beam.DoFn):
                 sample = sample_from_stored(self._handlers[metric_key], stored)
                 if sample is None:
                     continue
-                prompt_tokens, completion_tokens = reply_usage(sample)
-                replies[metric_key] = EndpointReply(
-                    sample=sample,
-                    status=200,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    cached=True,
-                )
+                replies[metric_key] = endpoint_reply(sample, status=200, cached=True)  # as a fresh reply
                 self._hits.inc()
             yield dataclasses.replace(row, metric_responses=replies) if replies else row
 
