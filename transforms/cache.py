@@ -105,10 +105,11 @@ def target_request(prompt: Template | None, handler: TargetHandler, row: InputRo
     return prepared
 
 
-def request_keys(prepared: PreparedRequest) -> tuple[bytes, str]:
+def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tuple[bytes, str]:
     """A request's raw response key and its ``request_hash``, from one serialisation of the body.
 
-    Equal to ``bytes.fromhex(prepared_key(prepared))`` and ``request_hash(prepared)`` (tested).
+    Equal to ``bytes.fromhex(prepared_key(prepared, secrets=secrets))`` and ``request_hash(prepared)``
+    (tested); the key's layout is ``beameval.cache.key``'s, headers but credentials included.
 
     Raises:
         TypeError: the body holds a value with no JSON form.
@@ -116,7 +117,7 @@ def request_keys(prepared: PreparedRequest) -> tuple[bytes, str]:
 
     """
     content = wire_bytes(prepared)
-    key = response_key_from_content(prepared.url, content, prepared.sample_index)
+    key = response_key_from_content(prepared.url, content, prepared.sample_index, prepared.headers, secrets)
     return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
 
 

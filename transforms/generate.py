@@ -157,7 +157,9 @@ class GenerateSamples(beam.DoFn):
             if learned:
                 key = prepared_key(self._key_handler.prepare(rendered, row.item), row.sample_index)
             else:
-                key = response_key_from_content(prepared.url, content, row.sample_index)
+                key = response_key_from_content(
+                    prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
+                )
         except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
             return prepared, self._handler
         return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)

@@ -62,7 +62,7 @@ class _KeyMetricRequests(beam.DoFn):
         ctx = MetricContext(row.item or {}, row.sample)
         for metric_key, metric in () if failed else self._endpoints:
             try:
-                key = prepared_key(metric.build_request(ctx), row.sample_index)
+                key = prepared_key(metric.build_request(ctx), row.sample_index, metric.endpoint_handler().secrets)
             except Exception:  # noqa: BLE001 - CallMetricEndpoints builds it again and reports the failure
                 continue
             yield beam.pvalue.TaggedOutput("requests", (bytes.fromhex(key), (token, metric_key)))

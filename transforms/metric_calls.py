@@ -177,7 +177,7 @@ class CallMetricEndpoints(beam.DoFn):
         if self._journal is None:
             return endpoint.handler
         try:
-            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index)
+            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, endpoint.handler.secrets)
         except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
             return endpoint.handler
         model = prepared.body.get("model")

@@ -221,3 +221,25 @@ def test_resumed_cached_and_two_process_runs_write_the_clean_runs_rows(
         assert not any(KEY_SLICE in json.dumps(r) for r in result.rows)
         assert KEY_SLICE not in written_text(result.output)
     assert KEY_SLICE not in written_text(tmp_path / "store")
+
+
+def test_a_deployment_header_selects_its_own_answers_and_the_key_does_not(
+    clean_server, run_eval, write_jsonl, tmp_path, monkeypatch
+):
+    """Blue/green by header: the green run is not answered from the blue run's store; a new API key still hits."""
+    data = write_jsonl([{"question": f"question number {i}", "answer": f"question number {i}"} for i in range(8)])
+    store = {"path": str(tmp_path / "store")}
+
+    def run(deployment: str, key: str) -> int:
+        monkeypatch.setenv("CONSISTENCY_KEY", key)
+        config = config_for(data, clean_server.base_url, cache=store)
+        config["target"]["model"]["default_headers"] = {"X-Deployment": deployment}
+        clean_server.reset()
+        result = run_eval(config)
+        assert result.code == 0, result.stderr
+        return clean_server.stats()["requests"]
+
+    assert run("blue", "first-key-0123456789") == 8
+    assert run("blue", "second-key-9876543210") == 0  # the key is never part of the response key
+    assert run("green", "first-key-0123456789") == 8
+    assert run("green", "second-key-9876543210") == 0
