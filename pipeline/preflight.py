@@ -175,7 +175,10 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
             hint=f"Check {holder}.",
         )
     if result.failure is not None:
-        print(printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"), file=sys.stderr)
+        print(
+            printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"),
+            file=sys.stderr,
+        )
 
 
 def _cause(failure: Failure) -> str:

@@ -128,7 +128,9 @@ def run(argv: list[str]) -> dict[str, Any]:
         append_run(flags.history, results, flags.output)
     report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
     if over is not None:
-        print(printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"])))
+        print(
+            printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+        )
         raise RunFailed(over, hint="Look at the most common failures above, or raise params.max_error_rate.")
     return results
 

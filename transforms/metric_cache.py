@@ -19,7 +19,7 @@ from apache_beam.metrics import Metrics
 from beameval.cache.entry import StoredResponse
 from beameval.cache.key import prepared_key
 from beameval.cache.recording import sample_from_stored
-from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.records import GeneratedRow
 from beameval.core.scoring import metric_keys
 from beameval.inference.answers import endpoint_reply
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext

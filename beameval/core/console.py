@@ -1,10 +1,10 @@
-"""Text for a terminal: data (a row, a model's answer quoted in a message) must not drive the terminal.
+r"""Text for a terminal: data (a row, a model's answer quoted in a message) must not drive the terminal.
 
 A dataset or a model may hold terminal escape sequences (``ESC [ 2 J`` clears the screen,
 OSC 52 writes the clipboard, OSC 8 hides a link) and bidirectional overrides that make a
 line read differently from what it holds. Everything the CLI prints that may quote data
 (the summary, failure messages, warnings) goes through ``printable``, which writes such
-characters as visible escapes (``\\x1b``, ``\\u202e``) instead. Files (rows/, errors/,
+characters as visible escapes (``\x1b``, ``\u202e``) instead. Files (rows/, errors/,
 results.json) keep the text as it is: only the console is protected.
 """
 

@@ -90,7 +90,6 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> 
     )
 
 
-
 def endpoint_reply(
     sample: dict[str, Any], *, status: int | None, attempts: int = 0, latency_s: float = 0.0, cached: bool = False
 ) -> EndpointReply:

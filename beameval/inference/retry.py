@@ -21,7 +21,6 @@ from beameval.inference.targets.base import TargetHandler
 __all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries", "header_secrets"]
 
 
-
 class Reply(Protocol):
     """What the retry loop reads from a reply (``http_client.HttpReply``)."""
 

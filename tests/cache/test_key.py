@@ -36,7 +36,14 @@ def test_the_key_is_sha256_of_the_canonical_payload_written_out():
     assert response_key(URL, BODY) == hashlib.sha256(expected_bytes).hexdigest()
     headers = {"X-Deployment": "blue", "Authorization": "Bearer k", "Content-Type": "application/json"}
     with_headers = json.dumps(
-        ["beameval-response", KEY_VERSION, URL, BODY, 0, [["content-type", "application/json"], ["x-deployment", "blue"]]],
+        [
+            "beameval-response",
+            KEY_VERSION,
+            URL,
+            BODY,
+            0,
+            [["content-type", "application/json"], ["x-deployment", "blue"]],
+        ],
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

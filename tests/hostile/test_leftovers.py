@@ -53,7 +53,11 @@ def test_ordinary_variable_names_are_still_accepted():
 
 def test_tojson_with_a_huge_indent_is_refused_before_it_allocates():
     item = {"a": [1, 2, {"b": list(range(10))}], "c": "text"}
-    for source in ("{{ item | tojson(indent=10**9) }}", "{{ item | tojson(10**9) }}", "{{ item | tojson(indent=10**7) }}"):
+    for source in (
+        "{{ item | tojson(indent=10**9) }}",
+        "{{ item | tojson(10**9) }}",
+        "{{ item | tojson(indent=10**7) }}",
+    ):
         tracemalloc.start()
         started = time.monotonic()
         try:
@@ -95,7 +99,10 @@ def test_progress_interval_must_be_a_finite_number_of_seconds(value, tmp_path, c
     code = main(["--config", "x.yaml", "--output", str(tmp_path / "o"), f"--progress_interval={value}"])
     err = capsys.readouterr().err
     assert code == 2
-    assert f"--progress_interval: expected a finite number of seconds, 0 or more (0 turns progress off), got {value!r}" in err
+    assert (
+        f"--progress_interval: expected a finite number of seconds, 0 or more (0 turns progress off), got {value!r}"
+        in err
+    )
 
 
 @pytest.fixture
