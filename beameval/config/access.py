@@ -98,7 +98,7 @@ class EndpointAccess(Frozen):
         return key
 
     def secret_values(self) -> tuple[str, ...]:
-        """Every configured value that must never be written (the key; model targets add header values)."""
+        """Every configured value that must never be written: the key (header values are not secrets)."""
         key = self.api_key()
         return (key,) if key else ()
 
