@@ -81,9 +81,8 @@ def build_graph(
         generated = generated | "CallMetricEndpoints" >> beam.ParDo(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id)
         )
-    scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field)).with_outputs(
-        ERRORS, main="rows"
-    )
+    scorer_fn = ScoreRows(config.metrics, config.dataset.id_field, config.target)
+    scored = generated | "ScoreRows" >> beam.ParDo(scorer_fn).with_outputs(ERRORS, main="rows")
     collect_provenance(rows, generated, written)  # results.json provenance: dataset fingerprint, models seen
     _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(written)

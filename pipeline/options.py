@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -18,6 +19,19 @@ def _switch(value: str) -> bool:
     if text in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _seconds(value: str) -> float:
+    """A finite, non-negative number of seconds (``nan``, ``inf`` and negatives would never print, or always)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds, 0 or more (0 turns progress off), got {value!r}"
+        )
+    return seconds
 
 
 #: An on/off flag given bare (``--resume``) or with a value (``--resume=true``): a Dataflow Flex
@@ -78,7 +92,7 @@ class EvalOptions(PipelineOptions):
         )
         parser.add_argument(
             "--progress_interval",
-            type=float,
+            type=_seconds,
             default=10.0,
             help="seconds between progress lines on stderr (0 disables)",
         )

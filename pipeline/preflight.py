@@ -17,6 +17,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.config.access import EndpointAccess
 from beameval.config.schema import EvalConfig
+from beameval.core.console import printable
 from beameval.core.errors import (
     ConfigError,
     DatasetError,
@@ -78,7 +79,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
             # A template over its budget fails every row: the config is wrong in both modes.
             if not config.params.ignore_request_failure or isinstance(exc, TemplateBudgetError):
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
-            print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
+            print(printable(f"warning: preflight: the first row fails: {exc}"), file=sys.stderr)
     _check_endpoints(config, scorer)
     check_shared_limits(config)  # every rate_limit.shared Redis answers
 
@@ -156,6 +157,14 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
     if result.failure is not None and result.status is None:
         parsed = urlsplit(url)
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        if result.failure.tls:  # it answered: the network is fine, the certificate is not
+            raise EndpointError(
+                f"preflight: the endpoint at {parsed.hostname}:{port} answered, but its TLS certificate is not "
+                f"trusted: {result.failure.message} ({where}).",
+                hint=f"This is a certificate problem, not a network one: set {where}.ca_bundle to the PEM file of "
+                "the CA that signed the server's certificate (a private or self-signed CA), or fix the certificate "
+                "(its host name, its expiry).",
+            )
         raise EndpointError(
             f"preflight: cannot reach the endpoint at {parsed.hostname}:{port}: {_cause(result.failure)} ({where}).",
             hint="Start the server or fix the URL; pass --skip_preflight if it is only reachable from the workers.",
@@ -168,7 +177,10 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
             hint=f"Check {holder}.",
         )
     if result.failure is not None:
-        print(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}", file=sys.stderr)
+        print(
+            printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"),
+            file=sys.stderr,
+        )
 
 
 def _cause(failure: Failure) -> str:

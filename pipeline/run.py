@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from beameval.cache.journal import JOURNAL_DIR, JournalWriter
 from beameval.config.schema import EvalConfig
+from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
@@ -150,7 +151,9 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         append_run(flags.history, results, flags.output)
     report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
     if over is not None:
-        print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+        print(
+            printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+        )
         raise RunFailed(over, hint="Look at the most common failures above, or raise params.max_error_rate.")
     return results
 
@@ -246,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
     for warning in results.get("warnings", []):
-        print(f"warning: {warning}", file=sys.stderr)
-    print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
+        print(printable(f"warning: {warning}"), file=sys.stderr)
+    print(printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"])))
     if results["status"] == "stopped":
         counts = results["counts"]
         print(
@@ -263,20 +266,20 @@ def main(argv: list[str] | None = None) -> int:
 def _report_failure(exc: Exception, debug: bool) -> int:
     """One paragraph on stderr for a failed run, and its exit code."""
     if isinstance(exc, RunFailed):
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     if isinstance(exc, BatchesPending):
-        print(f"pending: {exc}", file=sys.stderr)
+        print(printable(f"pending: {exc}"), file=sys.stderr)
         return EXIT_BATCHES_PENDING
     _traceback_if(debug, exc)
     if isinstance(exc, EvaluatorError):
-        print(f"error: {unwrap_pipeline_error(exc)}", file=sys.stderr)
+        print(printable(f"error: {unwrap_pipeline_error(exc)}"), file=sys.stderr)
         return EXIT_USAGE
     known = unwrap_pipeline_error(exc)  # a user error Beam wrapped on its way out of a worker
     if known is not None:
-        print(f"error: {known}", file=sys.stderr)
+        print(printable(f"error: {known}"), file=sys.stderr)
         return EXIT_FAILED
-    print(unexpected_error(exc, "evaluation"), file=sys.stderr)
+    print(printable(unexpected_error(exc, "evaluation")), file=sys.stderr)
     return EXIT_INTERNAL
 
 

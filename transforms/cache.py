@@ -35,6 +35,7 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow
 from beameval.core.templates import Template
+from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
@@ -47,7 +48,6 @@ __all__ = [
     "LookupResponses",
     "files_for",
     "journal_for",
-    "reply_usage",
     "request_keys",
     "target_request",
 ]
@@ -105,10 +105,11 @@ def target_request(prompt: Template | None, handler: TargetHandler, row: InputRo
     return prepared
 
 
-def request_keys(prepared: PreparedRequest) -> tuple[bytes, str]:
+def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tuple[bytes, str]:
     """A request's raw response key and its ``request_hash``, from one serialisation of the body.
 
-    Equal to ``bytes.fromhex(prepared_key(prepared))`` and ``request_hash(prepared)`` (tested).
+    Equal to ``bytes.fromhex(prepared_key(prepared, secrets=secrets))`` and ``request_hash(prepared)``
+    (tested); the key's layout is ``beameval.cache.key``'s, headers but credentials included.
 
     Raises:
         TypeError: the body holds a value with no JSON form.
@@ -116,7 +117,7 @@ def request_keys(prepared: PreparedRequest) -> tuple[bytes, str]:
 
     """
     content = wire_bytes(prepared)
-    key = response_key_from_content(prepared.url, content, prepared.sample_index)
+    key = response_key_from_content(prepared.url, content, prepared.sample_index, prepared.headers, secrets)
     return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
 
 
@@ -175,25 +176,8 @@ class AnswerFromStore(beam.DoFn):
             yield row
             return
         self._hits.inc()
-        prompt_tokens, completion_tokens = reply_usage(sample)
-        info = InferenceInfo(
-            attempts=0,
-            http_status=200,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            request_hash=digest,
-            cached=True,
-        )
-        yield GeneratedRow(row.row_index, row.item, sample, inference=info, sample_index=row.sample_index)
-
-
-def reply_usage(sample: dict[str, Any]) -> tuple[int | None, int | None]:
-    """The token counts a stored reply reported (shown in ``rows/``; a hit is not billed in ``usage``)."""
-    usage = sample.get("usage")
-    if not isinstance(usage, dict):
-        return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else None), (completion if isinstance(completion, int) else None)
+        info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
+        yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
 class LookupResponses(beam.PTransform):

@@ -29,8 +29,8 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.templates import Template
+from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.prepared import PreparedRequest, canonical_json
 from beameval.inference.quota import EndpointQuota
@@ -76,7 +76,7 @@ class GenerateSamples(beam.DoFn):
         assert config.target is not None, "GenerateSamples needs a target"
         self._handler = make_handler(config.target, config.params, config.target.api_key())
         self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
-        # The key and every default-header value are masked in what the rows carry (a gateway may echo them).
+        # The key is masked in what is recorded and in messages; answers are scored as received (see ScoreRows).
         self._redactor = Redactor(config.target.endpoint.secret_values())
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
         # Builds the key's request once the handler has learned to rename max_tokens (see _recording).
@@ -163,7 +163,9 @@ class GenerateSamples(beam.DoFn):
             if learned:
                 key = prepared_key(self._key_handler.prepare(rendered, row.item), row.sample_index)
             else:
-                key = response_key_from_content(prepared.url, content, row.sample_index)
+                key = response_key_from_content(
+                    prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
+                )
         except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
             return prepared, self._handler
         return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
@@ -186,8 +188,6 @@ class GenerateSamples(beam.DoFn):
             latency_s=outcome.latency_s,
             attempts=outcome.attempts,
             http_status=outcome.status,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
             request_hash=outcome.request_hash,
         )
         self._latency.update(int(outcome.latency_s * 1000))
@@ -199,21 +199,11 @@ class GenerateSamples(beam.DoFn):
         if outcome.error is not None or outcome.sample is None:
             message = str(outcome.error) if outcome.error else "no answer"  # the hint included
             return self._failed_row(row, f"row {row.row_index} failed inference: {message}", info)
-        try:
-            sample, info.prompt_tokens, info.completion_tokens, notes = writable_reply(
-                self._redactor.value(outcome.sample), outcome.prompt_tokens, outcome.completion_tokens
-            )
-        except RowTooLarge as exc:
-            return self._failed_row(row, f"row {row.row_index}: the model's reply {exc}.", info)
+        generated = answered_row(row, outcome.sample, info)  # the path stored answers take too
+        if generated.failure is not None:
+            return self._failed_row(row, generated.failure, info)
         self._generated.inc()
-        return GeneratedRow(
-            row.row_index,
-            row.item,
-            sample,
-            inference=info,
-            sample_index=row.sample_index,
-            notes=[*row.notes, *notes],
-        )
+        return generated
 
     def _failed_row(self, row: InputRow, message: str | RowFailure, info: InferenceInfo | None = None) -> GeneratedRow:
         self._failed.inc()

@@ -19,12 +19,12 @@ from apache_beam.metrics import Metrics
 from beameval.cache.entry import StoredResponse
 from beameval.cache.key import prepared_key
 from beameval.cache.recording import sample_from_stored
-from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.records import GeneratedRow
 from beameval.core.scoring import metric_keys
+from beameval.inference.answers import endpoint_reply
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
-from transforms.cache import reply_usage
 from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = ["LookupMetricResponses", "endpoint_metrics", "row_token"]
@@ -62,7 +62,7 @@ class _KeyMetricRequests(beam.DoFn):
         ctx = MetricContext(row.item or {}, row.sample)
         for metric_key, metric in () if failed else self._endpoints:
             try:
-                key = prepared_key(metric.build_request(ctx), row.sample_index)
+                key = prepared_key(metric.build_request(ctx), row.sample_index, metric.endpoint_handler().secrets)
             except Exception:  # noqa: BLE001 - CallMetricEndpoints builds it again and reports the failure
                 continue
             yield beam.pvalue.TaggedOutput("requests", (bytes.fromhex(key), (token, metric_key)))
@@ -95,14 +95,7 @@ class _AttachMetricHits(beam.DoFn):
                 sample = sample_from_stored(self._handlers[metric_key], stored)
                 if sample is None:
                     continue
-                prompt_tokens, completion_tokens = reply_usage(sample)
-                replies[metric_key] = EndpointReply(
-                    sample=sample,
-                    status=200,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    cached=True,
-                )
+                replies[metric_key] = endpoint_reply(sample, status=200, cached=True)  # as a fresh reply
                 self._hits.inc()
             yield dataclasses.replace(row, metric_responses=replies) if replies else row
 

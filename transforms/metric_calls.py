@@ -28,8 +28,8 @@ from beameval.config.params import Params
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.scoring import metric_keys
+from beameval.inference.answers import endpoint_reply
 from beameval.inference.engine import InferenceEngine
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import PreparedRequest
@@ -52,34 +52,26 @@ def needs_metric_calls(configs: Sequence[MetricConfig]) -> bool:
 
 
 def reply_from_outcome(outcome: Outcome, redactor: Redactor | None = None) -> EndpointReply:
-    """The row-level record of one metric call's outcome: secrets masked, text and token counts writable."""
+    """The row-level record of one metric call's outcome: checked as a stored reply is, the key masked in errors.
+
+    The reply itself is kept as received for the metric to parse (``ScoreRows`` masks what is written).
+    """
     redactor = redactor or Redactor()
     error = outcome.error
-    sample = prompt_tokens = completion_tokens = None
-    problem = None
     if error is None and outcome.sample is not None:
-        try:
-            sample, prompt_tokens, completion_tokens, _ = writable_reply(
-                redactor.value(outcome.sample), outcome.prompt_tokens, outcome.completion_tokens
-            )
-        except RowTooLarge as exc:
-            problem = f"the endpoint's reply {exc}"
-    if error is not None or sample is None:
-        return EndpointReply(
-            error=redactor.text(str(error) if error is not None else problem or "the endpoint gave no answer"),
-            error_kind="endpoint",
-            status=outcome.status,
-            attempts=outcome.attempts,
-            latency_s=outcome.latency_s,
-            failure_class=error.failure_class if error is not None else None,
+        reply = endpoint_reply(
+            outcome.sample, status=outcome.status, attempts=outcome.attempts, latency_s=outcome.latency_s
         )
+        if reply.error is None:
+            return reply
+        return dataclasses.replace(reply, error=redactor.text(reply.error))
     return EndpointReply(
-        sample=sample,
+        error=redactor.text(str(error) if error is not None else "the endpoint gave no answer"),
+        error_kind="endpoint",
         status=outcome.status,
         attempts=outcome.attempts,
         latency_s=outcome.latency_s,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        failure_class=error.failure_class if error is not None else None,
     )
 
 
@@ -196,7 +188,7 @@ class CallMetricEndpoints(beam.DoFn):
         if self._journal is None:
             return endpoint.handler
         try:
-            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index)
+            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, endpoint.handler.secrets)
         except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
             return endpoint.handler
         model = prepared.body.get("model")

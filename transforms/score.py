@@ -10,6 +10,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from beameval.config.endpoints import TargetConfig
 from beameval.core.records import GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
 from beameval.core.redaction import Redactor
 from beameval.core.sanitize import clean_text
@@ -40,19 +41,20 @@ def error_record(row: ScoredRow) -> dict[str, Any]:
 class ScoreRows(beam.DoFn):
     """Emit a ScoredRow per row on the main output and an error record per failed row."""
 
-    def __init__(self, metric_configs: list[MetricConfig], id_field: str | None = None) -> None:
+    def __init__(
+        self, metric_configs: list[MetricConfig], id_field: str | None = None, target: TargetConfig | None = None
+    ) -> None:
         self._configs = metric_configs
         self._id_field = id_field
+        self._target = target
 
     def setup(self) -> None:
         self._scorer = RowScorer(self._configs, self._id_field)
-        # Judge and remote-metric keys and headers: masked in everything this stage emits.
-        self._redactor = Redactor(
-            secret
-            for _, metric in self._scorer.metrics
-            if isinstance(metric, EndpointMetric)
-            for secret in metric.endpoint_access.secret_values()
-        )
+        # The target's, judges' and remote metrics' keys: masked in everything this stage emits, after scoring.
+        endpoints = [metric.endpoint_access for _, metric in self._scorer.metrics if isinstance(metric, EndpointMetric)]
+        if self._target is not None:
+            endpoints.append(self._target.endpoint)
+        self._redactor = Redactor(secret for endpoint in endpoints for secret in endpoint.secret_values())
         self._scored = Metrics.counter(NAMESPACE, "rows_scored")
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
 
@@ -71,12 +73,16 @@ class ScoreRows(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
 
     def _writable(self, scored: ScoredRow, row: GeneratedRow) -> ScoredRow:
-        """The last check before writing: every text valid UTF-8 and free of configured secrets."""
+        """The last check before writing: every text valid UTF-8 and free of configured secrets.
+
+        Metrics have scored the answer as received; only what is written is masked.
+        """
         scored.notes = [*row.notes, *scored.notes]
         scored.item_json = self._text(scored.item_json)
         if scored.output_text is not None:
             scored.output_text = self._text(scored.output_text)
         scored.labels = {name: self._text(value) for name, value in scored.labels.items()}
+        scored.details = {name: None if value is None else self._text(value) for name, value in scored.details.items()}
         if scored.failure is not None:
             scored.failure.messages = [self._text(message) for message in scored.failure.messages]
         return scored

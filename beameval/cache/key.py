@@ -5,10 +5,18 @@ dropped, user-info and fragment dropped, path and query kept), the whole JSON bo
 goes on the wire (model name, messages or prompt after rendering, the system prompt,
 every sampling parameter, ``stop``, ``seed``, ``tools``, ``tool_choice``,
 ``response_format``, extra body keys, NIM's ``max_tokens`` default: the handlers put all
-of these in the body), and the sample index (``params.repeats``). What never goes in:
-headers, and so the API key. ``KEY_VERSION`` is hashed too and stored in every entry: a
-change to what the key covers bumps it, so old entries miss instead of answering a
-request they were never the answer to.
+of these in the body), the sample index (``params.repeats``), and every header sent
+except credentials (``keyed_headers``): a ``default_headers`` entry that routes the
+request (a blue/green deployment selector) selects its own answer. What never goes in:
+``Authorization``, ``api-key``, ``x-api-key`` and any header whose value holds a
+configured key, so the key itself never changes (or enters) a key.
+
+The byte layout, defined once in ``response_key_from_content``: SHA-256 of
+``canonical_json(["beameval-response", KEY_VERSION, normalize_url(url), body,
+sample_index, [[header name lower-cased, value], ...]])``, headers sorted by name.
+``KEY_VERSION`` is hashed too and stored in every entry: a change to what the key covers
+bumps it, so old entries miss instead of answering a request they were never the answer
+to (version 2 added the headers; a version-1 store simply misses).
 """
 
 from __future__ import annotations
@@ -16,18 +24,46 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from beameval.config.access import is_credential_header
 from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
 
-__all__ = ["KEY_VERSION", "normalize_url", "prepared_key", "response_key", "response_key_from_content"]
+__all__ = [
+    "KEY_VERSION",
+    "keyed_headers",
+    "normalize_url",
+    "prepared_key",
+    "response_key",
+    "response_key_from_content",
+]
 
 #: The version of the key's definition; bump it whenever ``response_key`` changes what it covers.
-KEY_VERSION = 1
+KEY_VERSION = 2
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _KEY_HEAD = f'["beameval-response",{KEY_VERSION},'.encode()
+
+
+def keyed_headers(headers: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> list[list[str]]:
+    """The headers that are part of a request's key: every one sent but credentials, ``[name, value]`` by name.
+
+    Args:
+        headers: the headers sent (``PreparedRequest.headers``).
+        secrets: the endpoint's keys (``TargetHandler.secrets``): a header holding one
+            (``api_key_header: X-Custom``) is a credential whatever its name.
+
+    Returns:
+        ``[[lower-cased name, value], ...]`` sorted by name.
+    """
+    secrets = tuple(secrets)
+    return sorted(
+        [name.lower(), value]
+        for name, value in (headers or {}).items()
+        if not is_credential_header(name, value, secrets)
+    )
 
 
 @functools.lru_cache(maxsize=256)  # a run POSTs to a handful of URLs, once per row
@@ -58,45 +94,63 @@ def normalize_url(url: str) -> str:
     return urlunsplit((scheme, host, parts.path, parts.query, ""))
 
 
-def response_key(url: str, body: Any, sample_index: int = 0) -> str:
+def response_key(
+    url: str,
+    body: Any,
+    sample_index: int = 0,
+    headers: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+) -> str:
     """Return the SHA-256 hex key of one request.
 
     Args:
         url: the URL the request is POSTed to.
         body: the JSON body as sent.
-        sample_index: which of a row's repeated samples this request is (0 without repeats).
+        sample_index: which of a row's repeated samples this is (0 without repeats).
+        headers: the headers sent; credentials are left out (``keyed_headers``).
+        secrets: the endpoint's keys, for ``keyed_headers``.
 
     Returns:
-        64 hex digits: ``sha256(canonical_json(["beameval-response", KEY_VERSION,
-        normalize_url(url), body, sample_index]))``.
+        64 hex digits (the layout is in the module's docstring).
 
     Raises:
         TypeError: the body holds a value with no JSON form.
         ValueError: the body holds NaN or Infinity.
 
     """
-    return response_key_from_content(url, canonical_json(body), sample_index)
+    return response_key_from_content(url, canonical_json(body), sample_index, headers, secrets)
 
 
-def response_key_from_content(url: str, content: bytes, sample_index: int = 0) -> str:
+def response_key_from_content(
+    url: str,
+    content: bytes,
+    sample_index: int = 0,
+    headers: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+) -> str:
     """``response_key`` for a body already serialised with ``canonical_json`` (the bytes sent): one dump per request.
 
-    The hashed bytes are exactly ``canonical_json`` of the key's list, built around the body's bytes.
+    The one definition of the key's bytes: exactly ``canonical_json`` of the key's list,
+    built around the body's bytes.
     """
     digest = hashlib.sha256(_KEY_HEAD)
     digest.update(json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8"))
     digest.update(b",")
     digest.update(content)
-    digest.update(f",{int(sample_index)}]".encode())
+    digest.update(f",{int(sample_index)},".encode())
+    digest.update(canonical_json(keyed_headers(headers, secrets)))
+    digest.update(b"]")
     return digest.hexdigest()
 
 
-def prepared_key(prepared: PreparedRequest, sample_index: int | None = None) -> str:
-    """Return ``response_key`` of a prepared request (its headers are ignored).
+def prepared_key(prepared: PreparedRequest, sample_index: int | None = None, secrets: Iterable[str] = ()) -> str:
+    """Return ``response_key`` of a prepared request, its headers but credentials included.
 
     Args:
         prepared: the request as built by a handler.
         sample_index: overrides ``prepared.sample_index`` when given.
+        secrets: the endpoint's keys (``TargetHandler.secrets``), so a header carrying
+            one is left out whatever its name.
 
     Returns:
         The request's key.
@@ -107,4 +161,4 @@ def prepared_key(prepared: PreparedRequest, sample_index: int | None = None) -> 
 
     """
     index = prepared.sample_index if sample_index is None else sample_index
-    return response_key_from_content(prepared.url, wire_bytes(prepared), index)
+    return response_key_from_content(prepared.url, wire_bytes(prepared), index, prepared.headers, secrets)

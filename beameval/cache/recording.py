@@ -27,7 +27,7 @@ class RecordingHandler(TargetHandler):
         journal: the run's journal writer.
         key: the request's ``response_key``.
         model: the model name the request asked for, stored with the entry.
-        redactor: masks the endpoint's secrets (key, header values) in what is recorded.
+        redactor: masks the endpoint's key (and its 8+ character slices) in what is recorded.
 
     """
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -17,11 +18,30 @@ from beameval.config.quota import Pricing, RateLimit
 from beameval.core.validators import env_var_name
 from beameval.secrets.source import read_secret, secret_name
 
-__all__ = ["DEFAULT_KEY_HEADER", "DEFAULT_MAX_RESPONSE_BYTES", "EndpointAccess", "key_headers"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "DEFAULT_KEY_HEADER",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "EndpointAccess",
+    "is_credential_header",
+    "key_headers",
+]
 
 DEFAULT_KEY_HEADER = "Authorization"
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110 token)
+
+
+#: Headers that carry credentials whatever their value (lower-cased): never in a response key, masked in messages.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"})
+
+
+def is_credential_header(name: str, value: str, secrets: Iterable[str] = ()) -> bool:
+    """Whether a header sent is a credential: a ``CREDENTIAL_HEADERS`` name, or one whose value holds a secret.
+
+    The second case covers ``api_key_header: X-Custom`` (sent with the bare key).
+    """
+    return name.lower() in CREDENTIAL_HEADERS or any(secret and secret in value for secret in secrets)
 
 
 def key_headers(api_key: str | None, header: str = DEFAULT_KEY_HEADER) -> dict[str, str]:
@@ -83,7 +103,7 @@ class EndpointAccess(Frozen):
         return key
 
     def secret_values(self) -> tuple[str, ...]:
-        """Every configured value that must never be written (the key; model targets add header values)."""
+        """Every configured value that must never be written: the key (header values are not secrets)."""
         key = self.api_key()
         return (key,) if key else ()
 

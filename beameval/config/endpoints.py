@@ -50,10 +50,6 @@ class ModelTarget(EndpointAccess):
                 )
         return headers
 
-    def secret_values(self) -> tuple[str, ...]:
-        """The key and every ``default_headers`` value: none of them may be written anywhere."""
-        return (*super().secret_values(), *(self.default_headers or {}).values())
-
 
 class AgentTarget(EndpointAccess):
     """A generic agent endpoint: POST a templated JSON body, read the answer by JSONPath."""

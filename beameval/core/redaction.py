@@ -1,10 +1,16 @@
 """The one place secrets are masked: in messages, in outputs, in URLs, in anything written.
 
-Every URL that reaches an output or a message passes through ``redact_url``; every text
-or JSON-like value written (rows, errors, the summary, results.json, the response
-journal and cache) passes through a ``Redactor`` holding the run's configured secrets
-(each API key and every ``default_headers`` value), which also masks bearer tokens and
-``sk-``/``nvapi-`` style keys it was not told about.
+Every URL that reaches an output or a message passes through ``redact_url`` (user-info
+dropped, credential-like query and fragment parameters masked). Every text or JSON-like
+value written (rows, errors, the summary, results.json, the response journal and cache)
+passes through a ``Redactor`` holding the run's configured secrets (the endpoints' API
+keys): it masks them and any slice of them of 8 characters or more, and nothing else.
+Redactors run where things are written, never on what metrics score, so a fresh, a
+resumed and a cached answer score alike; text that merely looks like a key is data.
+
+Messages about HTTP failures (``redact_text``, used by ``inference.classify`` on the
+excerpts of error bodies it quotes) also mask bearer tokens and ``sk-``/``nvapi-`` style
+keys nobody configured: an error body is not an answer, and may echo another service's key.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 __all__ = [
     "MASK",
     "MIN_SECRET_CHARS",
+    "MIN_SLICE_CHARS",
     "Redactor",
     "redact_text",
     "redact_url",
@@ -28,7 +35,21 @@ __all__ = [
 MASK = "***"
 #: Shorter configured values are not masked: "1" or "yes" would mask every digit or word.
 MIN_SECRET_CHARS = 4
-_AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie", "signature", "password", "passwd")
+#: A slice of a secret this long or longer is masked wherever it appears (a key cut in half still leaks).
+MIN_SLICE_CHARS = 8
+_AUTH_WORDS = (
+    "auth",
+    "token",
+    "key",
+    "secret",
+    "credential",
+    "bearer",
+    "cookie",
+    "signature",
+    "password",
+    "passwd",
+    "hmac",
+)
 _AUTH_NAMES = frozenset({"sig", "code", "pwd", "pass", "session", "jwt", "sas"})
 _URL = re.compile(r"(?i)^[a-z][a-z0-9+.-]*://")
 _SECRET_PATTERNS = (
@@ -44,20 +65,28 @@ def sensitive_query_name(name: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """The URL without user-info, and with the values of credential-like query parameters masked."""
-    if "@" not in url and "?" not in url:
+    """The URL without user-info, and with credential-like parameters masked in its query and its fragment.
+
+    ``?hmac=...`` and ``#key=...`` (OAuth's ``#access_token=...``) alike: a fragment made
+    of ``name=value`` pairs is treated as a query.
+    """
+    if "@" not in url and "?" not in url and "#" not in url:
         return url
     try:
         parts = urlsplit(url)
-    except ValueError:  # an unparseable URL: mask the whole query and user-info rather than guess
-        return re.sub(r"\?.*$", "?" + MASK, re.sub(r"//[^/@]*@", "//", url))
+    except ValueError:  # an unparseable URL: mask the whole query, fragment and user-info rather than guess
+        return re.sub(r"[?#].*$", "?" + MASK, re.sub(r"//[^/@]*@", "//", url))
     netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        masked = [(k, MASK if sensitive_query_name(k) else v) for k, v in pairs]
-        query = urlencode(masked, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    fragment = _masked_pairs(parts.fragment) if "=" in parts.fragment else parts.fragment
+    return urlunsplit((parts.scheme, netloc, parts.path, _masked_pairs(parts.query), fragment))
+
+
+def _masked_pairs(query: str) -> str:
+    """``name=value&...`` with the values of credential-like names masked (unchanged when none is)."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(sensitive_query_name(name) for name, _ in pairs):
+        return query
+    return urlencode([(k, MASK if sensitive_query_name(k) else v) for k, v in pairs], safe="*")
 
 
 def redact_urls(value: Any) -> Any:
@@ -88,11 +117,16 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 class Redactor:
-    """Masks a fixed set of secrets in text, bytes and JSON-like values; immutable and picklable.
+    """Masks a fixed set of secrets, and every slice of them of ``MIN_SLICE_CHARS`` or more, in what is written.
+
+    Only the configured secrets (the endpoints' API keys) are masked: text that merely
+    looks like a key (``sk-...``, ``Bearer ...``) and header values are data, and a
+    redactor never sees what metrics score (it runs where rows, errors, the journal and
+    the cache are written). Immutable and picklable.
 
     Args:
-        secrets: the values to mask (API keys, ``default_headers`` values); empty and
-            very short ones are ignored.
+        secrets: the values to mask; empty ones and ones shorter than
+            ``MIN_SECRET_CHARS`` are ignored.
 
     Example::
 
@@ -100,12 +134,19 @@ class Redactor:
         record = redactor.value(record)           # before writing it anywhere
     """
 
-    __slots__ = ("secrets",)
+    __slots__ = ("_grams", "_short", "secrets")
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         unique = {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}
         # Longest first, so a secret containing another is masked whole.
         self.secrets: tuple[str, ...] = tuple(sorted(unique, key=len, reverse=True))
+        forms = {form for secret in self.secrets for form in _forms(secret)}
+        #: Every MIN_SLICE_CHARS-long window of every form of every secret: a slice of 8+ holds one.
+        self._grams: frozenset[str] = frozenset(
+            form[i : i + MIN_SLICE_CHARS] for form in forms for i in range(len(form) - MIN_SLICE_CHARS + 1)
+        )
+        #: Secrets too short to have slices: masked only whole.
+        self._short: tuple[str, ...] = tuple(form for form in forms if len(form) < MIN_SLICE_CHARS)
 
     def __reduce__(self) -> tuple[type[Redactor], tuple[tuple[str, ...]]]:
         return (Redactor, (self.secrets,))
@@ -114,43 +155,75 @@ class Redactor:
         return Redactor((*self.secrets, *other.secrets))
 
     def text(self, text: str) -> str:
-        """``redact_text`` with this redactor's secrets (the same object back when clean).
-
-        With no configured secret a text is data (a model's answer may well contain ``sk-``):
-        it is kept as it is; messages get the generic patterns from ``redact_text`` itself.
-        """
-        return redact_text(text, self.secrets) if self.secrets else text
+        """``text`` with every secret and every 8+ character slice of one masked (the same object back when clean)."""
+        if not self.secrets:
+            return text
+        result = text
+        for secret in self._short:
+            if secret in result:
+                result = result.replace(secret, MASK)
+        spans = self._spans(result)
+        if not spans:
+            return result
+        pieces, last = [], 0
+        for begin, end in spans:
+            pieces += [result[last:begin], MASK]
+            last = end
+        pieces.append(result[last:])
+        return "".join(pieces)
 
     def bytes(self, data: bytes) -> bytes:
-        """Mask the secrets in raw bytes (a reply body as stored), as UTF-8 and as JSON escapes would hold them."""
-        for secret in self.secrets:
-            for form in {secret.encode("utf-8"), _json_escaped(secret)}:
-                if form in data:
-                    data = data.replace(form, MASK.encode())
-        return data
+        """Mask the secrets in raw bytes (a reply body as stored): UTF-8 text, JSON escapes included."""
+        if not self.secrets or not self._contains(data.decode("utf-8", "replace")):
+            return data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", "replace")  # never leak for want of a clean decode
+        return self.text(text).encode("utf-8")
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with every string (keys included) redacted; unchanged values come back as they are.
 
-        A clean value (the usual case: every reply of a run passes here) is found clean with
-        one serialisation and one scan instead of a walk that runs every pattern on every string;
-        with no configured secret there is nothing to mask in data (message text still gets
-        the bearer/key patterns through ``text``).
+        A clean value (the usual case) is found clean with one serialisation and one scan
+        instead of a walk over every string.
         """
-        if not self.secrets:  # nothing configured to leak: replies are data, kept as received
+        if not self.secrets:  # nothing configured to leak
             return value
         if isinstance(value, (dict, list, tuple)) and self._clean(value):
             return value
         return self._walk(value)
+
+    def _contains(self, text: str) -> bool:
+        return any(secret in text for secret in self._short) or bool(self._spans(text, first_only=True))
+
+    def _spans(self, text: str, first_only: bool = False) -> list[tuple[int, int]]:
+        """The merged ``(begin, end)`` spans of ``text`` covered by windows of a secret."""
+        if len(text) < MIN_SLICE_CHARS or not self._grams:
+            return []
+        found: list[tuple[int, int]] = []
+        for gram in self._grams:
+            at = text.find(gram)
+            while at != -1:
+                found.append((at, at + MIN_SLICE_CHARS))
+                if first_only:
+                    return found
+                at = text.find(gram, at + 1)
+        found.sort()
+        merged: list[tuple[int, int]] = []
+        for begin, end in found:
+            if merged and begin <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+            else:
+                merged.append((begin, end))
+        return merged
 
     def _clean(self, value: Any) -> bool:
         try:
             text = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError, RecursionError):
             return False
-        return redact_text(text, self.secrets) is text and not any(
-            _json_escaped(s).decode() in text for s in self.secrets
-        )
+        return not self._contains(text)
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -165,6 +238,6 @@ class Redactor:
         return value
 
 
-def _json_escaped(secret: str) -> bytes:
-    """The secret as ``json.dumps`` would write it inside a string (ASCII-escaped), without quotes."""
-    return json.dumps(secret)[1:-1].encode("ascii")
+def _forms(secret: str) -> set[str]:
+    """The secret as text, and as ``json.dumps`` writes it inside a string (escaped, ASCII or not)."""
+    return {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}

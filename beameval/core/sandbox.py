@@ -12,7 +12,8 @@ the work and memory one render may take:
   render may produce. Output is counted as it streams, and the operations that can
   build a large value in one step are checked *before* they run: ``*`` and ``+`` on text
   or lists, ``**`` on integers, ``%`` formatting, filters and methods given a size
-  argument (``'x'|center(10**9)``, ``'x'.ljust(10**9)``), and ``namespace`` attributes.
+  argument (``'x'|center(10**9)``, ``'x'.ljust(10**9)``), ``tojson(indent=N)`` (N per
+  nesting level on every line), and ``namespace`` attributes.
 - A macro call costs ten steps (it does about ten lookups' work).
 - No ``lipsum`` global (it exists to generate filler text: ``lipsum(n=10**8)``).
 
@@ -170,6 +171,35 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
         _check_format(left, right if isinstance(right, tuple) else (right,), "'%' formatting")
 
 
+def _check_indent(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``tojson(indent=N)`` writes N characters per nesting level on every line: refuse a total over the budget.
+
+    The cost is counted on the value before ``json.dumps`` allocates it: ``indent`` times
+    the sum of every element's depth (one line each), so ``tojson(indent=10**9)`` fails
+    at once instead of after gigabytes.
+    """
+    indent = args[0] if args else kwargs.get("indent")
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    if width <= 0:
+        return
+    if width > MAX_RENDER_CHARS:
+        raise _too_big(width, f"filter 'tojson' with indent {width:,}")
+    total, stack = 0, [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children: Any = current.values()
+        elif isinstance(current, (list, tuple)):
+            children = current
+        else:
+            continue
+        for child in children:
+            total += depth * width
+            if total > MAX_RENDER_CHARS:
+                raise _too_big(total, f"filter 'tojson' with indent {width:,}")
+            stack.append((child, depth + 1))
+
+
 class _Range:
     """``range()`` for templates: same values, each step paid for from the budget."""
 
@@ -216,6 +246,8 @@ def _budgeted_filter(name: str, function: Callable[..., Any]) -> Callable[..., A
             _check_args(args[skip:], kwargs, f"filter '{name}'")
         elif name == "format" and args:
             _check_format(args[0], args[1:], "filter 'format'")
+        elif name == "tojson" and len(args) >= skip:
+            _check_indent(args[skip - 1], args[skip:], kwargs)
         result = function(*args, **kwargs)
         _check_result(result, f"the result of filter '{name}'")
         return result

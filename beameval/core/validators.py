@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlparse
 
 from beameval.core.redaction import redact_url, sensitive_query_name
 
-__all__ = ["env_var_name", "header_fields", "http_url", "unique"]
+__all__ = ["env_var_name", "header_fields", "http_url", "looks_like_key", "unique"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")  # whitespace and control characters: never part of a URL
@@ -82,16 +82,29 @@ def header_fields(headers: Mapping[str, str] | None) -> Mapping[str, str] | None
 
 
 def env_var_name(name: str | None) -> str | None:
-    """Accept the name of an environment variable, refusing what looks like a key itself.
+    """Accept the name of an environment variable, refusing what looks like a key itself (never echoing it).
 
     Raises:
-        ValueError: not a valid variable name.
+        ValueError: not a valid variable name, or a value shaped like a key.
     """
-    if name is not None and not _ENV_NAME.match(name):
+    if name is not None and (not _ENV_NAME.match(name) or looks_like_key(name)):
         raise ValueError(
-            "must be the NAME of an environment variable holding the key (letters, digits, _), never the key itself"
+            "must be the NAME of an environment variable holding the key (letters, digits, _), never the key "
+            "itself; the value given looks like a key, so it is not repeated here. Put the key in an environment "
+            "variable (export OPENAI_API_KEY=...) and write that variable's name"
         )
     return name
+
+
+def looks_like_key(value: str) -> bool:
+    """Whether a value meant to be a variable's or secret's name looks like a credential pasted in its place.
+
+    Names are words joined by ``_`` (``OPENAI_API_KEY``); keys are long runs of mixed
+    case and digits (``hf_AbC...``, ``sk_live_...``) or long runs without separators.
+    """
+    has_digit = any(c.isdigit() for c in value)
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    return (len(value) >= 20 and mixed and has_digit) or (len(value) >= 24 and "_" not in value and has_digit)
 
 
 def unique(values: Sequence[str], what: str) -> None:

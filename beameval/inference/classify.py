@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
@@ -46,6 +47,8 @@ class Failure:
         retry_after: the server's ``Retry-After`` in seconds, when it sent one.
         status: the HTTP status, when there was a response.
         message: one line for the user; never holds keys or Authorization headers.
+        tls: the TLS handshake failed (a certificate that does not verify, most often):
+            a certificate problem, not an unreachable host, and messages say so.
 
     """
 
@@ -54,6 +57,7 @@ class Failure:
     retry_after: float | None
     status: int | None
     message: str
+    tls: bool = False
 
 
 def parse_retry_after(header_value: str | None, now: float | None = None) -> float | None:
@@ -119,7 +123,7 @@ def classify(
     message = redact(one_line(failure.message), secrets)
     if message is failure.message:
         return failure
-    return Failure(failure.failure_class, failure.retryable, failure.retry_after, failure.status, message)
+    return dataclasses.replace(failure, message=message)
 
 
 def _classify_status(
@@ -142,6 +146,9 @@ def _classify_status(
         return Failure("transient", True, retry_after, status, f"HTTP {status}{phrase}{where}{suffix}")
     excerpt = _excerpt(body, secrets)
     detail = f": {excerpt}" if excerpt else ""
+    location = headers.get("location") if headers is not None and 300 <= status < 400 else None
+    if location:  # where the endpoint moved: the fix is usually to use that URL
+        detail = f" (Location: {safe_url(one_line(location))[:_EXCERPT]}; point the URL at it){detail}"
     return Failure("fatal", False, None, status, f"HTTP {status}{phrase}{where}{detail}")
 
 
@@ -153,8 +160,11 @@ def _classify_exception(exc: BaseException, url: str | None, where: str) -> Fail
         return Failure(exc.failure_class, exc.retryable, None, None, exc.message)
     if isinstance(exc, json.JSONDecodeError):
         return Failure("transient", True, None, None, f"malformed reply{where}: the body is not valid JSON ({exc.msg})")
-    if isinstance(exc, aiohttp.ClientSSLError):  # a certificate that does not verify will not verify on retry
-        return Failure("fatal", False, None, None, f"TLS with {host} failed: {_tls_reason(exc)}")
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # will not verify on retry either
+        reason = f"the server's certificate did not verify ({_tls_reason(exc)})"
+        return Failure("fatal", False, None, None, f"TLS with {host} failed: {reason}", tls=True)
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return Failure("fatal", False, None, None, f"TLS with {host} failed: {_tls_reason(exc)}", tls=True)
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return Failure("transient", True, None, None, f"timed out connecting to {host}")
     if isinstance(exc, TimeoutError):  # asyncio's, and aiohttp's total and socket timeouts

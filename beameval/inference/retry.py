@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from beameval.config.access import is_credential_header
 from beameval.core.errors import EndpointError
 from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource, retry_wait, wait_too_long
 from beameval.inference.budget import BudgetExhausted
@@ -20,9 +21,6 @@ from beameval.inference.prepared import PreparedRequest, canonical_json, request
 from beameval.inference.targets.base import TargetHandler
 
 __all__ = ["PostClient", "Reply", "RetryPolicy", "call_with_retries", "header_secrets"]
-
-#: Headers whose values are never secrets; every other configured header value is masked in messages.
-_PLAIN_HEADERS = frozenset({"content-type", "accept", "accept-encoding", "user-agent", "content-encoding"})
 
 
 class Reply(Protocol):
@@ -108,7 +106,7 @@ async def call_with_retries(
     digest = request_hash_from_bytes(url, content)
     same = client_headers is not None and (prepared.headers is client_headers or prepared.headers == client_headers)
     headers = None if same else prepared.headers
-    secrets = (*handler.secrets, *header_secrets(handler.headers))
+    secrets = (*handler.secrets, *header_secrets(handler.headers, handler.secrets))
     clock = policy.clock
     max_attempts = policy.max_retries + 1
     classes: list[str] = []
@@ -195,9 +193,12 @@ def _usage(sample: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return usage if isinstance(usage, Mapping) else None
 
 
-def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The values of the headers sent that may be secrets (all but the standard content headers), to mask."""
-    return tuple(value for name, value in headers.items() if name.lower() not in _PLAIN_HEADERS)
+def header_secrets(headers: Mapping[str, str], secrets: Iterable[str] = ()) -> tuple[str, ...]:
+    """The values of the credential headers sent (``access.is_credential_header``), to mask in messages.
+
+    Other header values (a deployment selector, a cache switch) are not secrets and stay readable.
+    """
+    return tuple(value for name, value in headers.items() if is_credential_header(name, value, secrets))
 
 
 def _wait_refused(failure: Failure, attempts: int, max_wait: float, status: int | None) -> EndpointError:

@@ -47,9 +47,10 @@ def secret_name(name: str) -> str:
         ValueError: anything but ``projects/P/secrets/S/versions/V``.
     """
     if not SECRET_NAME.match(name):
-        raise ValueError(
+        raise ValueError(  # the value is not repeated: it may be the key itself, pasted here
             "must be a Secret Manager secret version, projects/PROJECT/secrets/NAME/versions/VERSION "
-            f"(VERSION a number or 'latest'), got {name[:80]!r}; the key itself never goes in the config"
+            f"(VERSION a number or 'latest'); the value given ({len(name)} characters, not repeated here) "
+            "is not one. The key itself never goes in the config"
         )
     return name
 

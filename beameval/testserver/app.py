@@ -252,10 +252,14 @@ class StubServer:
         if kind == "chat":
             tool_calls = rule.tool_calls if rule is not None and action != "empty" else None
             content = (rule.reply if rule is not None else None) if tool_calls else text
-            return json_response(200, chat_response(body, prompt, content, self._seq, tool_calls))
-        if kind == "completion":
-            return json_response(200, completion_response(body, prompt, text, self._seq))
-        return json_response(200, agent_response(prompt, text))
+            reply = chat_response(body, prompt, content, self._seq, tool_calls)
+        elif kind == "completion":
+            reply = completion_response(body, prompt, text, self._seq)
+        else:
+            reply = agent_response(prompt, text)
+        if rule is not None and rule.reply_fields:
+            reply.update(rule.reply_fields)
+        return json_response(200, reply)
 
 
 def abort_with_reset(writer: asyncio.StreamWriter) -> None:

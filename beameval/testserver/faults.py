@@ -27,6 +27,9 @@ class Rule(BaseModel):
         retry_after: seconds sent as ``Retry-After`` on this rule's errors.
         tool_calls: OpenAI ``tool_calls`` list put into chat replies.
         fail_times: fail the first N requests of each matching prompt, then answer.
+        reply_fields: top-level fields set in every successful reply to a matching
+            prompt (a ``usage`` of its own, an extra field of any shape), replacing
+            what the reply would hold under those names.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -37,6 +40,7 @@ class Rule(BaseModel):
     retry_after: float | None = Field(default=None, ge=0)
     tool_calls: list[dict[str, Any]] | None = None
     fail_times: int | None = Field(default=None, ge=0)
+    reply_fields: dict[str, Any] | None = None
 
 
 class FaultConfig(BaseModel):

@@ -1,4 +1,4 @@
-"""The response key: every part of the request as sent changes it; headers, keys and dict order do not."""
+"""The response key: every part of the request as sent changes it, headers too; credentials and dict order do not."""
 
 from __future__ import annotations
 
@@ -30,9 +30,25 @@ BODY = {
 
 def test_the_key_is_sha256_of_the_canonical_payload_written_out():
     expected_bytes = json.dumps(
-        ["beameval-response", KEY_VERSION, URL, BODY, 0], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ["beameval-response", KEY_VERSION, URL, BODY, 0, []], sort_keys=True, separators=(",", ":"), ensure_ascii=False
     ).encode()
+    assert KEY_VERSION == 2  # version 2 added the headers: a version-1 store misses
     assert response_key(URL, BODY) == hashlib.sha256(expected_bytes).hexdigest()
+    headers = {"X-Deployment": "blue", "Authorization": "Bearer k", "Content-Type": "application/json"}
+    with_headers = json.dumps(
+        [
+            "beameval-response",
+            KEY_VERSION,
+            URL,
+            BODY,
+            0,
+            [["content-type", "application/json"], ["x-deployment", "blue"]],
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    assert response_key(URL, BODY, headers=headers) == hashlib.sha256(with_headers).hexdigest()
 
 
 @pytest.mark.parametrize(
@@ -90,19 +106,34 @@ def test_equivalent_urls_share_a_key():
     assert response_key("HTTP://127.0.0.1:80/v1/x", BODY) == response_key("http://127.0.0.1/v1/x", BODY)
 
 
-def test_headers_and_api_keys_never_change_the_key():
+def test_api_keys_never_change_the_key_and_other_headers_do():
     target = ModelTarget(url="http://127.0.0.1:8000/v1", name="m")
     params = Params(inference={"temperature": 0})
-    with_key = ModelHandler(target, params, "sk-secret-1").prepare({"messages": [{"role": "user", "content": "hi"}]})
-    other_key = ModelHandler(target, params, "sk-secret-2").prepare({"messages": [{"role": "user", "content": "hi"}]})
-    no_key = ModelHandler(target, params, None).prepare({"messages": [{"role": "user", "content": "hi"}]})
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    with_key = ModelHandler(target, params, "sk-secret-1").prepare(request)
+    other_key = ModelHandler(target, params, "sk-secret-2").prepare(request)
+    no_key = ModelHandler(target, params, None).prepare(request)
     assert with_key.headers != no_key.headers
     assert prepared_key(with_key) == prepared_key(other_key) == prepared_key(no_key)
-    assert "sk-secret" not in json.dumps(["beameval-response", KEY_VERSION, with_key.url, with_key.body, 0])
+    # A key sent in a header of any name is left out, given the endpoint's secrets.
+    custom = ModelTarget(url="http://127.0.0.1:8000/v1", name="m", api_key_header="X-Goog-Token")
+    custom_handler = ModelHandler(custom, params, "secret-value-123")
+    assert custom_handler.prepare(request).headers["X-Goog-Token"] == "secret-value-123"
+    assert prepared_key(custom_handler.prepare(request), secrets=custom_handler.secrets) == prepared_key(no_key)
+    for name in ("Authorization", "api-key", "X-API-Key", "Cookie"):
+        assert response_key(URL, BODY, headers={name: "anything"}) == response_key(URL, BODY)
+    # A header that routes the request (blue/green) selects its own answer.
+    blue = ModelHandler(target.model_copy(update={"default_headers": {"X-Deployment": "blue"}}), params, "k")
+    green = ModelHandler(target.model_copy(update={"default_headers": {"X-Deployment": "green"}}), params, "k")
+    keys = {prepared_key(h.prepare(request), secrets=h.secrets) for h in (blue, green)} | {prepared_key(no_key)}
+    assert len(keys) == 3
+    assert response_key(URL, BODY, headers={"X-Deployment": "blue"}) == response_key(
+        URL, BODY, headers={"x-deployment": "blue"}
+    )  # header names are case-insensitive
 
 
 def test_prepared_key_uses_the_sample_index():
-    prepared = PreparedRequest(URL, BODY, {"Authorization": "Bearer x"}, sample_index=2)
+    prepared = PreparedRequest(URL, BODY, {"Authorization": "Bearer x"}, sample_index=2)  # a credential: left out
     assert prepared_key(prepared) == response_key(URL, BODY, 2)
     assert prepared_key(prepared, 0) == response_key(URL, BODY, 0)
 

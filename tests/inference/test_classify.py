@@ -101,7 +101,11 @@ def test_connection_refused_message_names_host():
 def test_certificate_failure_is_not_retried_and_names_host_and_reason():
     failure = classify(certificate_error(), url=URL)
     assert (failure.failure_class, failure.retryable) == ("fatal", False)
-    assert failure.message == "TLS with 127.0.0.1:9 failed: self-signed certificate"
+    assert (
+        failure.message
+        == "TLS with 127.0.0.1:9 failed: the server's certificate did not verify (self-signed certificate)"
+    )
+    assert failure.tls
 
 
 def test_empty_answer_message():

@@ -217,8 +217,9 @@ def test_pending_calls_emit_as_completed_and_wait_on_request() -> None:
 
 
 def test_rows_with_replies_survive_pickling() -> None:
-    ok = reply_from_outcome(Outcome({"output_text": "x"}, None, 200, 1, 0.5, "h", 3, 4))
-    assert (ok.sample, ok.error, ok.prompt_tokens, ok.completion_tokens) == ({"output_text": "x"}, None, 3, 4)
+    sample = {"output_text": "x", "usage": {"prompt_tokens": 3, "completion_tokens": 4}}  # counts read from usage
+    ok = reply_from_outcome(Outcome(sample, None, 200, 1, 0.5, "h", 3, 4))
+    assert (ok.sample, ok.error, ok.prompt_tokens, ok.completion_tokens) == (sample, None, 3, 4)
     failed = EndpointReply(error="boom", error_kind="endpoint", status=500, attempts=4, failure_class="transient")
     row = GeneratedRow(0, {"a": 1}, {"output_text": "y"}, metric_responses={"llm-judge": ok, "remote": failed})
     assert pickle.loads(pickle.dumps(row)) == row
