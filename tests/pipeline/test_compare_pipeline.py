@@ -145,8 +145,10 @@ def test_no_go_with_values_from_an_independent_computation(runs, capsys, tmp_pat
     code, cmp, _, err = _compare(capsys, tmp_path / "cmp", "--baseline", str(runs["a"]), "--candidate", str(runs["b"]))
     assert code == 1 and cmp["verdict"] == "NO-GO"
     base, cand = [_scores(k) for k in _kinds("a")], [_scores(k) for k in _kinds("b")]
-    em, f1 = (s for s in cmp["scores"])
-    assert (em["name"], f1["name"]) == ("exact-match.exact-match", "f1.f1")
+    em, f1, ok = cmp["scores"]
+    assert (em["name"], f1["name"], ok["name"]) == ("exact-match.exact-match", "f1.f1", "ok_rate")
+    assert ok["verdict"] == "GO" and ok["n_paired"] == N and ok["delta"] == 0  # no row failed on either side
+    assert (em["margin"], f1["margin"], ok["margin"]) == (0.01, 0.01, 0.01)  # 1% of [0, 1]
     for position, score in enumerate((em, f1)):
         want = _expected([s[position] for s in base], [s[position] for s in cand])
         assert score["n_paired"] == N and score["delta"] == pytest.approx(want["delta"])
@@ -154,12 +156,22 @@ def test_no_go_with_values_from_an_independent_computation(runs, capsys, tmp_pat
         assert (score["ci_low"], score["ci_high"]) == (pytest.approx(want["low"]), pytest.approx(want["high"]))
         assert (score["improved"], score["regressed"]) == (want["improved"], want["regressed"])
         assert score["verdict"] == "NO-GO"
+        d = np.array([c[position] - b[position] for b, c in zip(base, cand, strict=True)])
+        want_reg = stats.ttest_1samp(d, -0.01, alternative="less").pvalue
+        assert score["p_regression"] == pytest.approx(want_reg, rel=1e-9)
+        want_ni = stats.ttest_1samp(d, -0.01, alternative="greater").pvalue
+        assert score["p_noninferiority"] == pytest.approx(want_ni, rel=1e-9)
+    # Holm over the two scores (ok_rate, with se = 0 inside its margin, is outside the family)
+    low, high = sorted((em, f1), key=lambda r: r["p_regression"])
+    assert low["p_regression_adjusted"] == pytest.approx(min(1.0, 2 * low["p_regression"]), rel=1e-9)
+    assert high["p_regression_adjusted"] == pytest.approx(max(low["p_regression_adjusted"], high["p_regression"]))
+    assert ok["p_regression"] == ok["p_regression_adjusted"] == 1.0
     assert f1["test"] == "paired-t" and f1["p_value"] == pytest.approx(
         stats.ttest_rel([s[1] for s in cand], [s[1] for s in base]).pvalue
     )
     b10, c01 = em["regressed"], em["improved"]
     tail = sum(math.comb(b10 + c01, k) for k in range(min(b10, c01) + 1)) / 2 ** (b10 + c01)
-    assert em["test"] == "mcnemar-exact" and em["p_value"] == pytest.approx(min(1.0, 2 * tail))
+    assert em["p_value"] == pytest.approx(min(1.0, 2 * tail))  # two-sided McNemar, for information
     flips = [json.loads(line) for line in (tmp_path / "cmp" / "flips.jsonl").read_text().splitlines()]
     changed = [i for i in range(N) if base[i] != cand[i]]
     assert sorted(f["key"] for f in flips) == changed and cmp["flips"]["rows"] == len(changed)
@@ -168,7 +180,7 @@ def test_no_go_with_values_from_an_independent_computation(runs, capsys, tmp_pat
     assert flip["item"]["id"] == "q10" and flip["baseline_scores"] == {"exact-match.exact-match": 0.0, "f1.f1": 0.0}
     flip = next(f for f in flips if f["key"] == 5)  # half right -> wrong: only f1 can drop
     assert flip["regressed"] == ["f1.f1"] and flip["improved"] == []
-    assert err.startswith("NO-GO: 2 of 2 gated scores") and str(tmp_path / "cmp" / "flips.jsonl") in err
+    assert err.startswith("NO-GO: 2 of 3 gated scores") and str(tmp_path / "cmp" / "flips.jsonl") in err
     assert f"{em['delta']:+.4g}" in err and f"[{em['ci_low']:+.4g}, {em['ci_high']:+.4g}]" in err
     page = (tmp_path / "cmp" / "report.html").read_text()
     assert "NO-GO" in page and not re.search(r"""(src|href)\s*=\s*["']?https?:|url\(\s*https?:""", page)
@@ -242,6 +254,7 @@ def test_go_inconclusive_and_policy(runs, capsys, tmp_path) -> None:
     args = ("--baseline", str(runs["a"]), "--candidate", str(runs["b"]), "--policy", str(policy))
     code, cmp, _, _ = _compare(capsys, tmp_path / "lenient", *args)
     assert code == 0 and cmp["scores"][0]["verdict"] == "GO" and cmp["scores"][1]["verdict"] is None
+    assert cmp["scores"][2]["name"] == "ok_rate" and cmp["scores"][2]["verdict"] == "GO"  # always gated
     assert cmp["policy"]["scores"] == {"exact-match.exact-match": {"max_drop": 0.6}}
     policy.write_text("scores:\n  exact-match: {max_drop: 0.1}\n")
     code, _, _, err = _compare(capsys, tmp_path / "typo", *args)
