@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from beameval.core.redaction import redact_urls
 from beameval.core.scoring import RowScorer
 from beameval.stats.corpus import corpus_result
+from beameval.stats.ranges import clip_to_range
 from beameval.stats.rubric import rubric_result
 from beameval.stats.summary import ScoreAccumulator
 from beameval.stats.summary import result as score_result
@@ -70,14 +71,18 @@ def _scores(summary: dict[str, Any], scorer: RowScorer, level: float) -> list[di
         result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name, level)
         if name in rubrics:
             result = rubric_result(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
-        scores.append(result)
+        scores.append(clip_to_range(result, scorer.score_ranges.get(name)))
     for key, metric in scorer.metrics:
         names = metric.corpus_output_names()
         if not names:
             continue
         totals = summary["corpus"].get(key)
+        ranges = metric.output_ranges()
         values = metric.corpus_score(totals) if totals else {}
-        scores.extend(corpus_result(f"{key}.{name}", values.get(name, float("nan")), level) for name in names)
+        scores.extend(
+            clip_to_range(corpus_result(f"{key}.{name}", values.get(name, float("nan")), level), ranges.get(name))
+            for name in names
+        )
     return scores
 
 

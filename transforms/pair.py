@@ -8,8 +8,8 @@ buckets of their key, and each bucket's tables from both sides meet in one group
 count, so a group holds about ``ROWS_PER_BUCKET`` rows per side whatever the size of the
 runs: no worker holds a side in memory, and a 10-million-row join costs a few thousand
 shuffled elements, not 20 million. Each bundle folds its buckets into one small
-``PairTally`` (per-score paired sums) that a CombineFn merges; pairs whose scores changed go
-to a flips output, both outputs side by side.
+``PairTally`` (per-score paired sums, the ``ok_rate`` sums, and both per ``group_by`` value)
+that a CombineFn merges; pairs whose scores changed go to a flips output, both outputs side by side.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.compare.join import join_bucket, side_schema
 from beameval.compare.pairing import BASELINE, CANDIDATE, SIDES, PairTally, bucket_of, field_key
+from beameval.config.statistics import field_path
+from beameval.stats.breakdown import row_keys
 from transforms import NAMESPACE
 from transforms.async_calls import in_global_window
 
@@ -73,7 +75,14 @@ class _KeyRows(beam.DoFn):
     """One side's Arrow batches -> ``(bucket, (side, Arrow IPC bytes of a side table))``; unkeyable rows tagged."""
 
     def __init__(
-        self, side: int, key: str, score_names: list[str], keep_item: bool, has_sample_index: bool, buckets: int
+        self,
+        side: int,
+        key: str,
+        score_names: list[str],
+        keep_item: bool,
+        has_sample_index: bool,
+        buckets: int,
+        group_by: list[str],
     ) -> None:
         self._side = side
         self._key = key
@@ -81,7 +90,8 @@ class _KeyRows(beam.DoFn):
         self._keep_item = keep_item
         self._has_sample_index = has_sample_index
         self._buckets = buckets
-        self._schema = side_schema(key == ROW_INDEX, len(score_names))
+        self._groups = [field_path(path) for path in group_by]
+        self._schema = side_schema(key == ROW_INDEX, len(score_names), len(group_by))
 
     def setup(self) -> None:
         self._read = Metrics.counter(NAMESPACE, f"compare_{SIDES[self._side]}_rows")
@@ -117,7 +127,18 @@ class _KeyRows(beam.DoFn):
         sample = table["sample_index"].fill_null(0) if self._has_sample_index else pa.array(np.zeros(n, np.int64))
         item = table["item"] if self._keep_item else pa.nulls(n, pa.string())
         scores = [table[name].cast(pa.float64()).fill_null(math.nan) for name in self._names]
-        columns = [keys, sample, ok, table["row_index"], *scores, table["output_text"], item]
+        skipped = pc.equal(table["status"], "skipped").fill_null(False)
+        columns = [
+            keys,
+            sample,
+            ok,
+            table["row_index"],
+            *scores,
+            table["output_text"],
+            item,
+            skipped,
+            *self._scopes(table),
+        ]
         side = pa.Table.from_arrays(columns, schema=self._schema)
         order = np.argsort(buckets, kind="stable")
         sorted_buckets = buckets[order]
@@ -138,6 +159,13 @@ class _KeyRows(beam.DoFn):
         pending, self._pending, self._count = self._pending, {}, 0
         for bucket, parts in pending.items():
             yield bucket, (self._side, _to_ipc(pa.concat_tables(parts)))
+
+    def _scopes(self, table: pa.Table) -> list[pa.Array]:
+        """One column per ``group_by`` field: each row's value there as canonical JSON (the stats' rule)."""
+        if not self._groups:
+            return []
+        values = [row_keys(text or "", self._groups, None)[0][1:] for text in table["item"].to_pylist()]
+        return [pa.array([row[j].partition(":")[2] for row in values], pa.string()) for j in range(len(self._groups))]
 
     def _field_key(self, item_text: str | None) -> str | None:
         try:
@@ -163,9 +191,10 @@ def _from_ipc(data: bytes) -> pa.Table:
 class _PairBuckets(beam.DoFn):
     """Join one bucket's side tables by key (``join_bucket``); fold into the bundle's tally; emit flips."""
 
-    def __init__(self, score_names: list[str], int_keys: bool) -> None:
+    def __init__(self, score_names: list[str], int_keys: bool, n_groups: int) -> None:
         self._names = score_names
-        self._schema = side_schema(int_keys, len(score_names))
+        self._n_groups = n_groups
+        self._schema = side_schema(int_keys, len(score_names), n_groups)
 
     def setup(self) -> None:
         self._flips = Metrics.counter(NAMESPACE, "compare_flips")
@@ -179,7 +208,7 @@ class _PairBuckets(beam.DoFn):
         for side, data in parts:
             sides[side].append(_from_ipc(data))
         tables = [pa.concat_tables(found) if found else self._schema.empty_table() for found in sides]
-        tally, flips = join_bucket(tables[BASELINE], tables[CANDIDATE], self._names)
+        tally, flips = join_bucket(tables[BASELINE], tables[CANDIDATE], self._names, self._n_groups)
         self._tally = PairTally.merge([self._tally, tally])
         self._flips.inc(len(flips))
         for flip in flips:
@@ -233,14 +262,24 @@ class PairRuns(beam.PTransform):
         key: ``row_index`` or a field (dotted path) of the item.
         score_names: the scores to compare (float columns of both sides).
         buckets: join buckets (``bucket_count`` of the larger side's rows).
+        group_by: item fields (dotted paths) to sum per value as well.
     """
 
-    def __init__(self, baseline: RunRows, candidate: RunRows, key: str, score_names: list[str], buckets: int) -> None:
+    def __init__(
+        self,
+        baseline: RunRows,
+        candidate: RunRows,
+        key: str,
+        score_names: list[str],
+        buckets: int,
+        group_by: list[str] | None = None,
+    ) -> None:
         super().__init__()
         self._sides = {BASELINE: baseline, CANDIDATE: candidate}
         self._key = key
         self._names = score_names
         self._buckets = buckets
+        self._group_by = list(group_by or [])
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection[Any]]:
         keyed, unkeyed = [], []
@@ -249,7 +288,9 @@ class PairRuns(beam.PTransform):
             columns = ["row_index", "status", "output_text", "item", *self._names]
             columns += ["sample_index"] if rows.has_sample_index else []
             # The baseline carries the item into the flips file; the candidate's would double the shuffle.
-            key_fn = _KeyRows(side, self._key, self._names, side == BASELINE, rows.has_sample_index, self._buckets)
+            key_fn = _KeyRows(
+                side, self._key, self._names, side == BASELINE, rows.has_sample_index, self._buckets, self._group_by
+            )
             split = (
                 pbegin
                 | f"Read{name}" >> beam.io.ReadFromParquetBatched(rows.pattern, columns=columns)
@@ -262,7 +303,9 @@ class PairRuns(beam.PTransform):
             | "BothSides" >> beam.Flatten()
             | "JoinBuckets" >> beam.GroupByKey()
             | "Pair"
-            >> beam.ParDo(_PairBuckets(self._names, self._key == ROW_INDEX)).with_outputs(_FLIPS, main="tallies")
+            >> beam.ParDo(_PairBuckets(self._names, self._key == ROW_INDEX, len(self._group_by))).with_outputs(
+                _FLIPS, main="tallies"
+            )
         )
         unkeyed_tallies = (
             unkeyed | "Unkeyed" >> beam.Flatten() | "CountUnkeyed" >> beam.ParDo(_TallyUnkeyed(len(self._names)))

@@ -7,7 +7,7 @@
 * :mod:`~beameval.compare.holm`: Holm's step-down correction of a family of p-values.
 * :mod:`~beameval.compare.policy`: the gate policy file (``--policy GATE.yaml``).
 * :mod:`~beameval.compare.verdict`: GO / NO-GO / INCONCLUSIVE, per score and overall.
-* :mod:`~beameval.compare.scores`: one comparison record per score, from the sums and the policy.
+* :mod:`~beameval.compare.gate`: per-score records and verdicts from paired sums (overall, per group) and the policy.
 * :mod:`~beameval.compare.pairing`: join keys, their hash buckets, and :class:`PairTally`, the comparison's counts.
 * :mod:`~beameval.compare.join`: joining one hash bucket of both runs by key in Arrow: pairs, sums, flips.
 * :mod:`~beameval.compare.messages`: the one-paragraph verdict messages a scheduler logs.

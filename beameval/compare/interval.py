@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from scipy import stats
+from beameval.stats.intervals import t_quantile
 
 __all__ = ["PairedInterval", "paired_t_interval"]
 
@@ -34,5 +34,5 @@ def paired_t_interval(mean: float, sd: float | None, n: int, confidence: float) 
     if sd is None or n < 2:
         return PairedInterval(None, None, None)
     stderr = sd / math.sqrt(n)
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1)) * stderr
+    half = t_quantile(confidence, n - 1) * stderr
     return PairedInterval(stderr, mean - half, mean + half)

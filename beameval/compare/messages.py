@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 __all__ = ["verdict_message"]
@@ -15,55 +16,64 @@ def verdict_message(comparison: dict[str, Any], flips_path: str) -> str:
         flips_path: where the flipped rows were written.
 
     Returns:
-        NO-GO names each failing score with its delta and interval, and the flips file;
-        INCONCLUSIVE says how many paired rows would decide each undecided score; GO
-        summarises the gated scores.
+        NO-GO names each failing score (group scores as ``field=value: score``) with its delta,
+        interval and adjusted p, and the flips file; INCONCLUSIVE says how many paired rows
+        would decide each undecided score; GO summarises the gated scores. Notes (a run that
+        stopped early) follow.
     """
     verdict = comparison["verdict"]
     scores = [s for s in comparison["scores"] if s["gated"]]
-    level = f"{100 * (1 - comparison['policy']['alpha']):g}%"
-    counts = _counts(comparison["counts"])
+    grouped = [
+        (f"{g['by']}={json.dumps(g['value'])}: {s['name']}", s)
+        for g in comparison.get("groups") or []
+        for s in g["scores"]
+        if s["gated"]
+    ]
+    level = f"{100 * comparison['policy']['confidence_level']:g}%"
+    tail = _counts(comparison["counts"]) + "".join(f" {note}" for note in comparison.get("notes") or [])
+    paired = comparison["counts"]["paired"]
     if verdict == "NO-GO":
-        failing = [s for s in scores if s["verdict"] == "NO-GO"]
-        parts = "; ".join(f"{s['name']} {_delta(s, level)}" for s in failing)
+        failing = [(s["name"], s) for s in scores if s["verdict"] == "NO-GO"]
+        failing += [(name, s) for name, s in grouped if s["verdict"] == "NO-GO"]
+        parts = "; ".join(f"{name} {_delta(s, level)}" for name, s in failing)
         changed = (comparison.get("flips") or {}).get("rows")
         rows = "The" if changed is None else f"{changed:,} rows changed a score; the"
         return (
-            f"NO-GO: {len(failing)} of {len(scores)} gated scores dropped by more than allowed: {parts}. "
-            f"{rows} regressed and improved rows, with both outputs side by side, are in {flips_path}.{counts}"
+            f"NO-GO: {len(failing)} of {len(scores) + len(grouped)} gated scores (groups included) dropped by more "
+            f"than their margin: {parts}. {rows} regressed and improved rows, with both outputs side by side, are "
+            f"in {flips_path}.{tail}"
         )
     if verdict == "INCONCLUSIVE":
         undecided = [s for s in scores if s["verdict"] == "INCONCLUSIVE"]
         parts = "; ".join(f"{s['name']} {_delta(s, level)}: {_needed(s)}" for s in undecided)
+        if not undecided:
+            return f"INCONCLUSIVE: every gated score is within its margin on {paired} paired rows, but{tail}"
         return (
-            f"INCONCLUSIVE: {len(undecided)} of {len(scores)} gated scores cannot be decided on "
-            f"{comparison['counts']['paired']} paired rows: {parts}. Compare on more rows, or raise max_drop in the "
-            f"policy if a drop of that size is acceptable.{counts}"
+            f"INCONCLUSIVE: {len(undecided)} of {len(scores)} gated scores cannot be decided on {paired} paired rows: "
+            f"{parts}. Compare on more rows, or raise max_drop in the policy if a drop of that size is acceptable."
+            f"{tail}"
         )
-    if not scores:
-        return f"GO: the policy gates no score; {len(comparison['scores'])} scores are reported only.{counts}"
     parts = "; ".join(f"{s['name']} {_delta(s, level)}" for s in scores)
-    return (
-        f"GO: every gated score is at worst within its allowed drop on {comparison['counts']['paired']} paired rows: "
-        f"{parts}.{counts}"
-    )
+    return f"GO: every gated score is at worst within its margin on {paired} paired rows: {parts}.{tail}"
 
 
 def _delta(score: dict[str, Any], level: str) -> str:
     if score["delta"] is None:
         return "(no paired rows)"
     interval = "" if score["ci_low"] is None else f", {level} CI [{score['ci_low']:+.4g}, {score['ci_high']:+.4g}]"
-    p_value = score["p_value_adjusted"] if score["p_value_adjusted"] is not None else score["p_value"]
-    test = "" if p_value is None else f", {score['test']} p={p_value:.3g}"
-    return f"(delta {score['delta']:+.4g}{interval}{test}, max_drop {score['max_drop']:g})"
+    p_value = score["p_regression_adjusted"]
+    test = "" if p_value is None else f", {score['test']} adjusted p={p_value:.3g}"
+    return f"(delta {score['delta']:+.4g}{interval}{test}, margin {score['margin']:g})"
 
 
 def _needed(score: dict[str, Any]) -> str:
+    if score.get("note"):
+        return str(score["note"])
     needed = score.get("rows_needed")
     if needed is None:
         if score["n_paired"] < 2:
             return "at least 2 paired rows are needed to measure the spread"
-        return "its delta sits exactly on -max_drop, which no number of rows decides"
+        return "its delta sits on -margin, which no number of rows decides"
     return f"about {needed:,} paired rows would decide it at the observed spread (80% power)"
 
 
@@ -76,6 +86,6 @@ def _counts(counts: dict[str, Any]) -> str:
     if counts["failed_baseline"] or counts["failed_candidate"]:
         notes.append(
             f"{counts['failed_baseline']} rows failed in the baseline and {counts['failed_candidate']} in the "
-            "candidate and were left out"
+            "candidate: left out of the scores, counted in ok_rate"
         )
     return f" ({'; '.join(notes)}.)" if notes else ""

@@ -9,6 +9,9 @@ from typing import Any
 
 __all__ = ["PairedSums"]
 
+#: Relative size below which a standard deviation is floating-point noise.
+_ROUNDING = 1e-12
+
 
 @dataclass(slots=True)
 class PairedSums:
@@ -99,4 +102,7 @@ class PairedSums:
         """The sample standard deviation of the differences (n-1); None below two pairs."""
         if self.n < 2:
             return None
-        return math.sqrt(max(self.m2_d, 0.0) / (self.n - 1))
+        sd = math.sqrt(max(self.m2_d, 0.0) / (self.n - 1))
+        # Pairs that all moved by the same amount leave rounding noise (0.5 - 0.8 is not exactly -0.3 twice
+        # over); a spread that small against the mean is no spread, so the se = 0 rules apply.
+        return 0.0 if sd <= _ROUNDING * max(1.0, abs(self.mean_d)) else sd

@@ -53,10 +53,16 @@ class PairTally:
     side lacks, ``failed`` paired keys whose row failed on that side (left out of every
     score), ``unkeyed`` failed rows whose item could not be read for the key,
     ``missing_key`` ok rows without the key field, ``duplicates`` keys seen twice.
+    ``ok_rate`` sums 1 (ok) / 0 (failed) over the keys on both sides that neither skipped;
+    ``groups`` maps a group scope (``"<field position>:<value JSON>"``) to its per-score sums
+    followed by its ``ok_rate`` sums, and ``group_paired`` to its rows ok on both sides.
     """
 
     scores: list[PairedSums]
     nan_excluded: list[int]
+    ok_rate: PairedSums = field(default_factory=PairedSums)
+    groups: dict[str, list[PairedSums]] = field(default_factory=dict)
+    group_paired: dict[str, int] = field(default_factory=dict)
     paired: int = 0
     keys: list[int] = field(default_factory=lambda: [0, 0])
     unpaired: list[int] = field(default_factory=lambda: [0, 0])
@@ -84,6 +90,12 @@ class PairTally:
         current = self.missing_example[side]
         self.missing_example[side] = row_index if current is None else min(current, row_index)
 
+    def add_group(self, scope: str, paired: int, sums: list[PairedSums]) -> None:
+        """Fold in one group's sums (scores then ok_rate) and paired rows."""
+        current = self.groups.get(scope)
+        self.groups[scope] = sums if current is None else [PairedSums.merge(p) for p in zip(current, sums, strict=True)]
+        self.group_paired[scope] = self.group_paired.get(scope, 0) + paired
+
     def keep_duplicate(self, side: int, example: list[Any]) -> None:
         """Keep the least ``[key text, row, row]`` example of a duplicated key (the count is kept by the caller)."""
         current = self.duplicate_example[side]
@@ -110,16 +122,24 @@ class PairTally:
                 if duplicate is not None:
                     merged.keep_duplicate(side, duplicate)
             merged.nan_excluded = [a + b for a, b in zip(merged.nan_excluded, part.nan_excluded, strict=True)]
+            for scope, sums in part.groups.items():
+                merged.add_group(scope, part.group_paired.get(scope, 0), sums)
         merged.scores = [PairedSums.merge(column) for column in zip(*(p.scores for p in items), strict=True)]
+        merged.ok_rate = PairedSums.merge(p.ok_rate for p in items)
         return merged
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the Beam job writes it; the driver reads it back with ``from_dict``)."""
-        data = dataclasses.asdict(self)
-        data["scores"] = [dataclasses.asdict(s) for s in self.scores]
-        return data
+        return dataclasses.asdict(self)  # nested sums become dicts too
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PairTally:
         """Inverse of ``to_dict``."""
-        return cls(**{**data, "scores": [PairedSums(**s) for s in data["scores"]]})
+        return cls(
+            **{
+                **data,
+                "scores": [PairedSums(**s) for s in data["scores"]],
+                "ok_rate": PairedSums(**data["ok_rate"]),
+                "groups": {scope: [PairedSums(**s) for s in sums] for scope, sums in data["groups"].items()},
+            }
+        )

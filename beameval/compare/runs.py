@@ -1,4 +1,12 @@
-"""Run history: the ``runs.jsonl`` record of a completed run, the ``latest`` baseline rule, and the history table."""
+"""Run history: run and verdict records, the ``latest`` / ``previous`` baseline rules, and the history table.
+
+The history holds two kinds of record: one per completed run (``history_record``, with its
+``output``) and one per comparison gated with ``--history`` (``verdict_record``:
+``{run_id, verdict, baseline_run_id, compared_at}``). ``latest`` is the most recent run
+that was accepted: its own most recent comparison was GO, or it had no baseline (a run
+never compared counts as one without a baseline), so a run that failed its gate never
+becomes the baseline by being recent; ``previous`` is the most recent run whatever its verdict.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,19 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FORMATS", "format_runs", "history_record", "latest_run"]
+__all__ = [
+    "BASELINE_CHOICES",
+    "FORMATS",
+    "baseline_run",
+    "format_runs",
+    "history_record",
+    "is_verdict_record",
+    "latest_run",
+    "verdict_record",
+]
+
+#: ``--baseline`` values resolved from the history.
+BASELINE_CHOICES = ("latest", "previous")
 
 FORMATS = ("table", "csv", "json")
 
@@ -47,13 +67,63 @@ def history_record(results: dict[str, Any], output: str) -> dict[str, Any]:
     }
 
 
+def verdict_record(
+    run_id: str | None, verdict: str | None, baseline_run_id: str | None, compared_at: str
+) -> dict[str, Any]:
+    """The history line of one gated comparison (``verdict`` and ``baseline_run_id`` None: there was no baseline)."""
+    return {"run_id": run_id, "verdict": verdict, "baseline_run_id": baseline_run_id, "compared_at": compared_at}
+
+
+def is_verdict_record(record: dict[str, Any]) -> bool:
+    """Whether a history record is a comparison's verdict (else it is a run's)."""
+    return "compared_at" in record and "output" not in record
+
+
+def baseline_run(
+    records: Iterable[dict[str, Any]],
+    choice: str,
+    eval_hash: str,
+    exclude_run_id: str | None,
+    exclude_output: str | None,
+) -> dict[str, Any] | None:
+    """The run ``--baseline latest`` or ``--baseline previous`` names (see the module docstring).
+
+    Args:
+        records: history records of both kinds, in file order.
+        choice: ``latest`` (the last accepted run) or ``previous`` (the last run).
+        eval_hash: the candidate's eval hash.
+        exclude_run_id: the candidate's run id.
+        exclude_output: the candidate's output directory.
+
+    Returns:
+        The chosen run record, or None when the history has no such run.
+    """
+    items = list(records)
+    verdicts: dict[Any, dict[str, Any]] = {}
+    for record in items:
+        if is_verdict_record(record) and str(record.get("compared_at") or "") >= str(
+            (verdicts.get(record.get("run_id")) or {}).get("compared_at") or ""
+        ):
+            verdicts[record.get("run_id")] = record
+    runs = [record for record in items if not is_verdict_record(record)]
+    if choice == "latest":
+        runs = [record for record in runs if _accepted(verdicts.get(record.get("run_id")))]
+    return latest_run(runs, eval_hash, exclude_run_id, exclude_output)
+
+
+def _accepted(verdict: dict[str, Any] | None) -> bool:
+    if verdict is None or verdict.get("baseline_run_id") is None:
+        return True  # never compared, or compared with no baseline
+    return verdict.get("verdict") == "GO"
+
+
 def latest_run(
     records: Iterable[dict[str, Any]], eval_hash: str, exclude_run_id: str | None, exclude_output: str | None
 ) -> dict[str, Any] | None:
     """The most recent completed run with ``eval_hash`` that is not the candidate itself.
 
     Args:
-        records: history records, oldest first (ties on ``finished_at`` go to the later record).
+        records: run records, oldest first (ties on ``finished_at`` go to the later record).
         eval_hash: the candidate's eval hash.
         exclude_run_id: the candidate's run id.
         exclude_output: the candidate's output directory (a rerun into it is the candidate too).
@@ -63,6 +133,8 @@ def latest_run(
     """
     best: dict[str, Any] | None = None
     for record in records:
+        if is_verdict_record(record):
+            continue
         if record.get("status", "completed") != "completed" or record.get("eval_hash") != eval_hash:
             continue
         if record.get("run_id") == exclude_run_id or _same_dir(record.get("output"), exclude_output):
@@ -88,12 +160,14 @@ def format_runs(records: list[dict[str, Any]], fmt: str) -> str:
     """
     if fmt == "json":
         return json.dumps(records, indent=2, ensure_ascii=False)
+    verdicts = {r.get("run_id"): r.get("verdict") or "no baseline" for r in records if is_verdict_record(r)}
+    records = [record for record in records if not is_verdict_record(record)]
     names: list[str] = []
     for record in records:
         names += [s["name"] for s in record.get("scores", []) if s["name"] not in names]
     if fmt == "csv":
-        return _csv(records, names)
-    header = ["finished_at", "run_id", "model", "rows", "errors", "eval_hash", *names]
+        return _csv(records, names, verdicts)
+    header = ["finished_at", "run_id", "model", "rows", "errors", "eval_hash", "verdict", *names]
     lines = [header]
     for record in records:
         scores = {s["name"]: s for s in record.get("scores", [])}
@@ -106,6 +180,7 @@ def format_runs(records: list[dict[str, Any]], fmt: str) -> str:
                 str(counts.get("rows", "-")),
                 str(counts.get("errors", "-")),
                 str(record.get("eval_hash") or "-")[:12],
+                str(verdicts.get(record.get("run_id")) or "-"),
                 *(_cell(scores.get(name)) for name in names),
             ]
         )
@@ -122,12 +197,12 @@ def _cell(score: dict[str, Any] | None) -> str:
     return f"{score['mean']:.4f} [{score['ci_low']:.4f}, {score['ci_high']:.4f}]"
 
 
-def _csv(records: list[dict[str, Any]], names: list[str]) -> str:
+def _csv(records: list[dict[str, Any]], names: list[str], verdicts: dict[Any, str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     fixed = ["run_id", "started_at", "finished_at", "output", "target_model", "eval_hash", "config_hash"]
     writer.writerow(
-        [*fixed, "dataset_fingerprint", "rows", "ok", "errors", *(f"{n}.{s}" for n in names for s in _STATS)]
+        [*fixed, "dataset_fingerprint", "rows", "ok", "errors", "verdict", *(f"{n}.{s}" for n in names for s in _STATS)]
     )
     for record in records:
         counts = record.get("counts") or {}
@@ -139,6 +214,7 @@ def _csv(records: list[dict[str, Any]], names: list[str]) -> str:
                 counts.get("rows"),
                 counts.get("ok"),
                 counts.get("errors"),
+                verdicts.get(record.get("run_id")),
                 *((scores.get(n) or {}).get(s) for n in names for s in _STATS),
             ]
         )

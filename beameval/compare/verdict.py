@@ -1,4 +1,4 @@
-"""GO / NO-GO / INCONCLUSIVE: the gating rules (README "Comparing runs") for one score and for a comparison."""
+"""GO / NO-GO / INCONCLUSIVE: the revised rules for one gated score and for the whole comparison."""
 
 from __future__ import annotations
 
@@ -13,40 +13,41 @@ NO_GO: Verdict = "NO-GO"
 INCONCLUSIVE: Verdict = "INCONCLUSIVE"
 
 
-def score_verdict(
-    ci_low: float | None, ci_high: float | None, p_value: float | None, alpha: float, max_drop: float
-) -> Verdict:
+def score_verdict(ci_low: float | None, p_regression_adjusted: float | None, level: float, margin: float) -> Verdict:
     """The verdict on one gated score.
 
-    NO-GO needs both the whole interval below ``-max_drop`` and a (corrected) p-value below
-    ``alpha``: the interval says the drop is too large, the test guards the family of scores.
-    GO needs only the interval to sit at or above ``-max_drop``: the candidate is shown to be
-    no worse than allowed.
+    GO needs the interval's lower end at or above ``-margin`` (the non-inferiority test at
+    ``level``, uncorrected: GO needs every gated score to pass, which already bounds the
+    chance of a wrong GO by the largest single one). NO-GO needs the Holm-adjusted
+    one-sided regression p-value below ``level``, so a false NO-GO over the whole family
+    has probability at most ``level``.
 
     Args:
         ci_low: lower end of the interval on delta (None when it cannot be computed).
-        ci_high: upper end.
-        p_value: the test's p-value, Holm-corrected when the policy asks.
-        alpha: the policy's level.
-        max_drop: the allowed drop (>= 0).
+        p_regression_adjusted: the regression test's p-value, adjusted over the family.
+        level: the one-sided level ``a = (1 - confidence_level) / 2``.
+        margin: the allowed drop ``m`` (>= 0).
 
     Returns:
-        ``NO-GO`` when ``ci_high < -max_drop`` and ``p_value < alpha``; ``GO`` when
-        ``ci_low >= -max_drop``; otherwise ``INCONCLUSIVE``.
+        ``GO`` when ``ci_low >= -margin``; ``NO-GO`` when ``p_regression_adjusted < level``;
+        otherwise ``INCONCLUSIVE``.
     """
-    if ci_low is None or ci_high is None:
-        return INCONCLUSIVE
-    if ci_high < -max_drop and p_value is not None and p_value < alpha:
-        return NO_GO
-    if ci_low >= -max_drop:
+    if ci_low is not None and ci_low >= -margin:
         return GO
+    if p_regression_adjusted is not None and p_regression_adjusted < level:
+        return NO_GO
     return INCONCLUSIVE
 
 
-def overall_verdict(verdicts: Iterable[Verdict]) -> Verdict:
-    """NO-GO if any score is NO-GO, else INCONCLUSIVE if any is, else GO (also when nothing is gated)."""
-    seen = set(verdicts)
-    if NO_GO in seen:
+def overall_verdict(gated: Iterable[Verdict], groups: Iterable[Verdict] = ()) -> Verdict:
+    """NO-GO if any score or group score is NO-GO, else GO if every gated score is GO, else INCONCLUSIVE.
+
+    Args:
+        gated: the verdicts of the comparison's gated scores.
+        groups: the verdicts of its gated group scores (they can only make it NO-GO).
+    """
+    seen = set(gated)
+    if NO_GO in seen or NO_GO in set(groups):
         return NO_GO
     if INCONCLUSIVE in seen:
         return INCONCLUSIVE

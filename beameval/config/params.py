@@ -32,8 +32,9 @@ class Params(Frozen):
     #: The longest wait between attempts, in seconds; a longer ``Retry-After`` fails the request at once.
     max_retry_wait: Annotated[float, Field(ge=0, le=86400)] = 120.0
     ignore_request_failure: bool = False
-    #: With ignore_request_failure, the largest share of failed rows a run may have and still exit 0.
-    max_error_rate: Annotated[float, Field(ge=0, le=1)] | None = None
+    #: With ignore_request_failure, the largest share of failed rows a run may have and still exit 0
+    #: (more than half failed is not an evaluation; 1 lets every run through).
+    max_error_rate: Annotated[float, Field(ge=0, le=1)] = 0.5
     limit_samples: Annotated[int, Field(ge=1)] | None = None
     system_prompt: str | None = None
     inference: InferenceParams | None = None

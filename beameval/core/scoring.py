@@ -50,6 +50,10 @@ class RowScorer:
         ]
         self.score_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.output_names()]
         self.label_names = [f"{key}.{name}" for key, metric in self.metrics for name in metric.label_outputs]
+        #: score name -> the (min, max) its metric can produce, for the scores whose range is known.
+        self.score_ranges = {
+            f"{key}.{name}": bounds for key, metric in self.metrics for name, bounds in metric.output_ranges().items()
+        }
         self._id_field = id_field
         self.detail_names = (["id"] if id_field else []) + [
             f"{key}.{name}" for key, metric in self.metrics for name in metric.detail_names()

@@ -99,6 +99,8 @@ class Metric(ABC, Generic[ConfigT]):
     config_class: ClassVar[type[MetricConfig]]
     #: outputs that hold a label (text) rather than a number; not aggregated.
     label_outputs: ClassVar[tuple[str, ...]] = ()
+    #: the closed range every numeric output lies in, when the metric type fixes it (None: unknown).
+    value_range: ClassVar[tuple[float, float] | None] = None
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config
@@ -147,6 +149,15 @@ class Metric(ABC, Generic[ConfigT]):
     def rubric_definitions(self) -> dict[str, list[tuple[str, float, str | None]]]:
         """Rubric outputs and their levels ``(label, value, description)``; aggregated by label."""
         return {}
+
+    def output_ranges(self) -> dict[str, tuple[float, float]]:
+        """The known ``(min, max)`` of each per-row and corpus output; outputs of unknown range are left out.
+
+        Intervals are clipped to it and a comparison's default margin is 1% of it.
+        """
+        if self.value_range is None:
+            return {}
+        return {name: self.value_range for name in [*self.output_names(), *self.corpus_output_names()]}
 
     # Helpers shared by metrics.
     @staticmethod

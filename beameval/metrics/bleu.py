@@ -40,6 +40,7 @@ class Bleu(Metric[BleuConfig]):
     """
 
     config_class = BleuConfig
+    value_range = (0.0, 100.0)
 
     def __init__(self, config: BleuConfig) -> None:
         super().__init__(config)

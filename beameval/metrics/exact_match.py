@@ -17,6 +17,7 @@ class ExactMatch(Metric[ExactMatchConfig]):
     """Normalised string equality (REFERENCE_BEHAVIOUR.md 6.3)."""
 
     config_class = ExactMatchConfig
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: ExactMatchConfig) -> None:
         super().__init__(config)

@@ -48,6 +48,7 @@ class F1(Metric[F1Config]):
     """Token-overlap F1 (REFERENCE_BEHAVIOUR.md 6.3)."""
 
     config_class = F1Config
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: F1Config) -> None:
         super().__init__(config)

@@ -194,6 +194,17 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
             if isinstance(score, RubricScore)
         }
 
+    def output_ranges(self) -> dict[str, tuple[float, float]]:
+        """A range score's declared ``[minimum, maximum]``; a rubric score's lowest and highest level value."""
+        ranges = {}
+        for score in self._scores:
+            if isinstance(score, RubricScore):
+                values = [float(level.value) for level in score.rubric]
+                ranges[score.name] = (min(values), max(values))
+            else:
+                ranges[score.name] = (float(score.minimum), float(score.maximum))
+        return ranges
+
     # The endpoint phase (CallMetricEndpoints).
     def endpoint_handler(self) -> TargetHandler:
         if self._handler is None:

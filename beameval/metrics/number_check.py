@@ -123,6 +123,7 @@ class NumberCheck(Metric[NumberCheckConfig]):
     """Numeric comparison of two operands (REFERENCE_BEHAVIOUR.md 6.3)."""
 
     config_class = NumberCheckConfig
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: NumberCheckConfig) -> None:
         super().__init__(config)

@@ -29,6 +29,7 @@ class Rouge(Metric[RougeConfig]):
     """
 
     config_class = RougeConfig
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: RougeConfig) -> None:
         super().__init__(config)

@@ -56,6 +56,7 @@ class StringCheck(Metric[StringCheckConfig]):
     """Text comparison without normalisation (REFERENCE_BEHAVIOUR.md 6.3)."""
 
     config_class = StringCheckConfig
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: StringCheckConfig) -> None:
         super().__init__(config)

@@ -35,6 +35,7 @@ class ToolCalling(Metric[ToolCallingConfig]):
     """
 
     config_class = ToolCallingConfig
+    value_range = (0.0, 1.0)
 
     def __init__(self, config: ToolCallingConfig) -> None:
         super().__init__(config)

@@ -4,7 +4,7 @@ import csv
 import io
 import json
 
-from beameval.compare.runs import format_runs, history_record, latest_run
+from beameval.compare.runs import baseline_run, format_runs, history_record, latest_run, verdict_record
 
 
 def _results(run_id: str, finished: str, eval_hash: str = "e1", model: str = "m") -> dict:
@@ -52,8 +52,27 @@ def test_latest_is_the_most_recent_other_run_with_the_eval_hash() -> None:
 def test_history_table_csv_and_json() -> None:
     records = [history_record(_results("r1", "2025-01-01T00:00:00.000Z"), "out/1")]
     table = format_runs(records, "table").splitlines()
-    assert table[0].split() == ["finished_at", "run_id", "model", "rows", "errors", "eval_hash", "em"]
+    assert table[0].split() == ["finished_at", "run_id", "model", "rows", "errors", "eval_hash", "verdict", "em"]
     assert "0.5000 [0.2000, 0.8000]" in table[1] and "r1" in table[1]
     rows = list(csv.DictReader(io.StringIO(format_runs(records, "csv"))))
     assert rows[0]["em.mean"] == "0.5" and rows[0]["em.ci_high"] == "0.8" and rows[0]["rows"] == "10"
     assert json.loads(format_runs(records, "json")) == records
+
+
+def test_latest_skips_runs_that_failed_their_gate_and_previous_does_not() -> None:
+    runs = [history_record(_results(f"r{i}", f"2025-01-0{i}T00:00:00.000Z"), f"/out/{i}") for i in (1, 2, 3)]
+    verdicts = [
+        verdict_record("r1", None, None, "2025-01-01T01:00:00.000Z"),  # no baseline: accepted
+        verdict_record("r2", "NO-GO", "r1", "2025-01-02T01:00:00.000Z"),
+    ]
+    records = [runs[0], verdicts[0], runs[1], verdicts[1]]
+    assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r1"
+    assert baseline_run(records, "previous", "e1", "r3", "/out/3")["run_id"] == "r2"
+    # a later GO of the same run (compared again) makes it accepted
+    records.append(verdict_record("r2", "GO", "r1", "2025-01-02T02:00:00.000Z"))
+    assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r2"
+    # INCONCLUSIVE is not accepted; a run never compared is
+    records = [runs[0], runs[1], verdict_record("r2", "INCONCLUSIVE", "r1", "2025-01-02T01:00:00.000Z")]
+    assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r1"
+    table = format_runs([*records, runs[2]], "table").splitlines()
+    assert len(table) == 4 and "INCONCLUSIVE" in table[2] and table[3].split()[6] == "-"
