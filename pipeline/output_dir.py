@@ -223,7 +223,7 @@ def publish_outputs(output: str, stage: str, run_id: str) -> None:
     replace, results.json first, move into the staging folder, since results.json must not
     describe rows that are no longer its run's (``publish-aside``); each staged entry
     takes its place, the old version moving into the staging folder
-    (``publish-entry-moved``, after the first); only then is the staging folder, and with
+    (``publish-moved-rows`` after ``rows/``, and so on); only then is the staging folder, and with
     it the earlier run's outputs, deleted. A kill at any step loses no output: each is in
     OUT_DIR or in the staging folder, which the next run removes.
     """
@@ -243,7 +243,7 @@ def publish_outputs(output: str, stage: str, run_id: str) -> None:
         elif not (_is_local(output) and exchange(source, target)):  # swapped: the old one is now in staging
             _move(target, FileSystems.join(replaced, name))
             _move(source, target)
-        crash_point("publish-entry-moved")
+        crash_point(f"publish-moved-{name}")
     if _is_local(output):
         fsync_directory(output)  # the new names survive a crash of the machine before anything is deleted
     _delete(output, [os.path.basename(stage.rstrip("/"))])
