@@ -60,7 +60,9 @@ def test_a_second_run_on_a_live_runs_output_is_refused_at_once_and_the_first_com
 
 
 @pytest.mark.slow
-def test_a_killed_runs_lock_is_taken_over_by_its_resume_and_said_so(clean_server, model_target, write_jsonl, run_eval, tmp_path):
+def test_a_killed_runs_lock_is_taken_over_by_its_resume_and_said_so(
+    clean_server, model_target, write_jsonl, run_eval, tmp_path
+):
     clean_server.configure(latency_ms=20)
     config = config_for(write_jsonl(DATA), model_target())
     out = tmp_path / "out"
@@ -89,7 +91,9 @@ def test_compacting_the_store_again_and_again_during_a_run_loses_no_entry(
     for part in range(3):  # several shards, so a compaction replaces many with its 16
         part_config = {**warm, "dataset": {"path": str(write_jsonl(DATA[part::3][: half // 3], f"p{part}.jsonl"))}}
         assert run_eval(part_config).code == 0
-    stored = {json.loads(line)["key"] for path in store.glob("entries/*.jsonl") for line in path.read_text().splitlines()}
+    stored = {
+        json.loads(line)["key"] for path in store.glob("entries/*.jsonl") for line in path.read_text().splitlines()
+    }
     clean_server.reset()
     clean_server.configure(latency_ms=20)
 
