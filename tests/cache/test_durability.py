@@ -1,4 +1,4 @@
-"""What survives a crash: fsync where durability is promised, shards that appear whole, readers of a store being compacted.
+"""What survives a crash: fsync where durability is promised, whole shards, readers of a store being compacted.
 
 ``os.fsync`` is observed, not replaced: a spy records which file each call synced (by
 its descriptor's ``/proc/self/fd`` link) and calls the real one. Crashes are real: a

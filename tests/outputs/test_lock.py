@@ -1,4 +1,4 @@
-"""OUT_DIR's lock on its own: a live holder is refused by name, a dead one's lock is taken over, and on an object store too.
+"""OUT_DIR's lock alone: a live holder refused by name, a dead one's lock taken over, on an object store too.
 
 The holders are real processes: one that holds the lock while the test tries it, one
 killed with SIGKILL (what kill -9 leaves: the file, not the flock).
