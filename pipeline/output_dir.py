@@ -238,7 +238,7 @@ def publish_outputs(output: str, stage: str, run_id: str) -> None:
     crash_point("publish-aside")
     for name in staged:
         source, target = FileSystems.join(stage, name), FileSystems.join(output, name)
-        if not FileSystems.exists(target):
+        if not _exists(target):
             _move(source, target)
         elif not (_is_local(output) and exchange(source, target)):  # swapped: the old one is now in staging
             _move(target, FileSystems.join(replaced, name))
@@ -255,11 +255,26 @@ def _move(source: str, target: str) -> None:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.replace(source, target)  # a folder moves whole: readers see the old run's or the new one's
         return
-    files = [m.path for m in FileSystems.match([FileSystems.join(source, "*")])[0].metadata_list]
-    if files:
-        FileSystems.rename(files, [FileSystems.join(target, os.path.basename(f)) for f in files])
+    objects = _objects_under(source)
+    if objects:
+        FileSystems.rename(objects, [target.rstrip("/") + path[len(source.rstrip("/")) :] for path in objects])
     else:
         FileSystems.rename([source], [target])
+
+
+def _objects_under(folder: str) -> list[str]:
+    """Every object below ``folder/`` on an object store, where a folder is only a name prefix."""
+    try:
+        found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
+    except Exception:  # noqa: BLE001 - nothing under that prefix, on every object store
+        return []
+    prefix = folder.rstrip("/") + "/"
+    return sorted(m.path for m in found if m.path.startswith(prefix) and not m.path.endswith("/"))
+
+
+def _exists(path: str) -> bool:
+    """A file or folder exists; on an object store a folder exists while any object lies under it."""
+    return bool(FileSystems.exists(path)) or (not _is_local(path) and bool(_objects_under(path)))
 
 
 def _earlier_entries(output: str) -> list[str]:
@@ -271,7 +286,7 @@ def _earlier_entries(output: str) -> list[str]:
             recorded: Any = json.loads(handle.read().decode("utf-8"))
         names = {str(name) for name in recorded.get("entries", []) if _plain_name(str(name))}
     names.update(RUN_ENTRIES)
-    return sorted(name for name in names if FileSystems.exists(FileSystems.join(output, name)))
+    return sorted(name for name in names if _exists(FileSystems.join(output, name)))
 
 
 def _plain_name(name: str) -> bool:
@@ -298,6 +313,8 @@ def _children(folder: str) -> list[str]:
 
 def _delete(output: str, names: list[str]) -> None:
     paths = [FileSystems.join(output, name) for name in names]
+    if not _is_local(output):  # an object store deletes objects, not prefixes
+        paths = [found for path in paths for found in _objects_under(path) or [path]]
     paths = [path for path in paths if FileSystems.exists(path)]
     if paths:
         FileSystems.delete(paths)

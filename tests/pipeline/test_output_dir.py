@@ -104,3 +104,30 @@ def test_stats_journal_counts_a_runs_own_journal(tmp_path, capsys):
         assert (counted["shards"], counted["entries"], counted["distinct_keys"]) == (1, 4, 3)
     assert cache_main(["stats", "--journal", str(tmp_path / "nothing")]) == 2
     assert "holds no response journal" in capsys.readouterr().err
+
+
+def test_publishing_on_an_object_store_replaces_every_object_of_the_earlier_run(tmp_path):
+    """Folders there are name prefixes: the earlier run's two rows shards must not survive next to the new one."""
+    from pipeline.output_dir import publish_outputs, staging_dir
+    from tests.cache import object_store
+
+    object_store.use_root(str(tmp_path / "fakegs"))
+    output = f"{object_store.PREFIX}bucket/out"
+    root = tmp_path / "fakegs" / "objects" / "bucket" / "out"
+    for name in ("rows/rows-00000-of-00002.parquet", "rows/rows-00001-of-00002.parquet", "results.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("old")
+    stage = staging_dir(output, "new")
+    for name in ("rows/rows-00000-of-00001.parquet", "errors/errors-00000-of-00001.jsonl", "_summary.json"):
+        path = root / stage.rsplit("/", 1)[1] / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("new")
+    publish_outputs(output, stage, "new")
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert left == [
+        "_manifest.json",
+        "_summary.json",
+        "errors/errors-00000-of-00001.jsonl",
+        "rows/rows-00000-of-00001.parquet",
+    ]
+    assert all((root / name).read_text() == "new" for name in left if name != "_manifest.json")
