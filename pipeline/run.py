@@ -86,12 +86,11 @@ def run(argv: list[str]) -> dict[str, Any]:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
     paths = list_dataset_files(config.dataset.path)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
+    if not flags.skip_preflight:
+        preflight(config, paths)
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     if not dry_run:
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
-    if not flags.skip_preflight:
-        preflight(config, paths)
-    if not dry_run:
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
     store = run_store_use(config, flags)
     shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume)
