@@ -13,6 +13,7 @@ from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
+from transforms.batch import BatchSamples, uses_batch_mode
 from transforms.cache import LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_cache import LookupMetricResponses
@@ -68,7 +69,10 @@ def build_graph(
             to_send = samples | "SpreadRows" >> SpreadRows()
         else:
             to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
-        generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
+        if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
+            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
+        else:
+            generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
     else:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     if needs_metric_calls(config.metrics):

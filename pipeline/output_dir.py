@@ -10,8 +10,8 @@ nothing before the new outputs are in: each entry is swapped with its new versio
 step (``core.durable.exchange``; elsewhere the old one is renamed aside first), the old
 versions wait in the staging folder, and only then is that folder deleted. The manifest
 (``_manifest.json``) lists what the run wrote; ``--overwrite`` removes exactly those
-entries (or, for outputs from before the manifest, the contract's fixed names), never a
-path outside OUT_DIR, and leaves any other file or folder alone.
+entries (or, for outputs from before the manifest, the fixed names of README "Outputs"),
+never a path outside OUT_DIR, and leaves any other file or folder alone.
 """
 
 from __future__ import annotations

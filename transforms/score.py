@@ -24,7 +24,7 @@ ERRORS = "errors"
 
 
 def error_record(row: ScoredRow) -> dict[str, Any]:
-    """The ``errors/`` record of a failed row (CONTRACT.md)."""
+    """The ``errors/`` record of a failed row (README "Outputs")."""
     assert row.failure is not None
     return {
         "row_index": row.row_index,

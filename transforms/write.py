@@ -33,11 +33,12 @@ _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("completion_tokens", pa.int64()),
     ("request_hash", pa.string()),
     ("cached", pa.bool_()),
+    ("request", pa.string()),
 ]
 
 
 def rows_schema(score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()) -> pa.Schema:
-    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts and details."""
+    """The ``rows/`` schema: README "Outputs" columns, one float per score, then inference facts and details."""
     fields = [
         pa.field("row_index", pa.int64(), nullable=False),
         pa.field("sample_index", pa.int64(), nullable=False),
@@ -73,6 +74,7 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
         "completion_tokens": info.completion_tokens,
         "request_hash": info.request_hash,
         "cached": info.cached,
+        "request": info.request,
     }
     for name in label_names:
         record[name] = row.labels.get(name)

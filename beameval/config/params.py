@@ -19,12 +19,15 @@ class ReasoningParams(Frozen):
     end_token: str | None = None
 
 
+_TIMEOUT_NOTE = "seconds per attempt, a total deadline (connect, send and read the whole reply); null means 600 s."
+
+
 class Params(Frozen):
     """Run parameters (``params:``)."""
 
     parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
-    request_timeout: Annotated[float, Field(gt=0)] | None = 120.0
+    request_timeout: Annotated[Annotated[float, Field(gt=0)] | None, Field(description=_TIMEOUT_NOTE)] = 120.0
     #: The longest wait between attempts, in seconds; a longer ``Retry-After`` fails the request at once.
     max_retry_wait: Annotated[float, Field(ge=0, le=86400)] = 120.0
     ignore_request_failure: bool = False
@@ -35,7 +38,7 @@ class Params(Frozen):
     inference: InferenceParams | None = None
     reasoning: ReasoningParams | None = None
     structured_output: dict[str, Any] | None = None
-    #: Samples per row (CONTRACT.md "Statistics"): each row is sent K times, sample_index 0..K-1.
+    #: Samples per row (docs/STATISTICS.md): each row is sent K times, sample_index 0..K-1.
     repeats: Annotated[int, Field(ge=1, le=10_000)] = 1
 
     @field_validator("request_timeout")

@@ -3,7 +3,7 @@
 A file is durable once its bytes are fsynced *and* the directory entry that names it is:
 ``os.replace`` alone can leave, after a power cut, an empty file under the new name or
 the old name back. ``atomic_file`` writes under a temporary name in the same directory
-(never matched by the readers' ``*.jsonl`` or the contract's fixed names), fsyncs it,
+(never matched by the readers' ``*.jsonl`` or the outputs' fixed names), fsyncs it,
 renames it into place and fsyncs the directory, so a reader, and a reboot, see the old
 file or the whole new one. A temporary left by a kill is removed by the next writer of
 that folder that cleans up (``stale_temporaries``).

@@ -38,7 +38,7 @@ class RowFailure:
 
     @property
     def text(self) -> str:
-        """Every message, separated by ``; `` (CONTRACT.md)."""
+        """Every message, separated by ``; ``."""
         return "; ".join(self.messages)
 
 
@@ -54,6 +54,8 @@ class InputRow:
     sample_index: int = 0
     #: What was changed to make the row writable (text made valid UTF-8, ...): the ``notes`` column.
     notes: list[str] = field(default_factory=list)
+    #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
+    request: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +70,9 @@ class InferenceInfo:
     request_hash: str | None = None
     #: True when the response came from the response store or the run's journal, not the endpoint.
     cached: bool = False
+    #: The body sent (its messages or prompt, system prompt included) as JSON, configured secrets masked:
+    #: the ``request`` column, which the report shows as the row's transcript. None when not recorded.
+    request: str | None = None
 
 
 @dataclass(slots=True)
@@ -140,7 +145,7 @@ class CallUsage:
         self.cache_hits += other.cache_hits
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent (CONTRACT.md)."""
+        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent."""
         return {
             "requests": self.requests,
             "attempts": self.attempts,
