@@ -3,8 +3,12 @@
 ``stats`` counts a store's shards, entries, distinct keys and models; ``prune
 --older-than DAYS`` drops entries recorded more than DAYS ago; ``compact`` rewrites the
 store as one shard per key bucket with one entry per key. PATH is the store's directory
-(``cache.path``), local or a Beam file-system URL. A run's own journal
-(``OUT_DIR/_responses``) can be inspected the same way with ``--journal``.
+(``cache.path``), local or a Beam file-system URL. ``stats --journal OUT_DIR`` counts a
+run's own journal (``OUT_DIR/_responses``) the same way; a journal is only inspected,
+never pruned or compacted (it is what ``--resume`` answers from, and the run may be live).
+Both maintenance commands are safe while runs read and write the store: they write
+their new shards before deleting the old ones, and a run that finds a shard gone reads
+the ones that replaced it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from beameval.cache import store
 from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.cache import StoreUse, store_use
 from beameval.config.schema import EvalConfig
+from beameval.core.durable import disk_full
 from pipeline.options import EvalOptions
 from transforms.cache import files_for
 from transforms.metric_calls import needs_metric_calls
@@ -59,12 +64,33 @@ def lookup_shards(config: EvalConfig, output: str, use: StoreUse, resume: bool) 
     return found or None  # nothing recorded yet: no join to run
 
 
-def publish_run(output: str, use: StoreUse) -> int:
-    """Add the run's journal to the store when the run may write to it; returns the shards copied."""
+def publish_run(output: str, use: StoreUse) -> list[str]:
+    """Add the run's journal to the store when the run may write to it; returns the warnings (none or one).
+
+    A store that cannot be written (a full disk, a read-only folder or bucket) does not
+    fail the run: its outputs do not depend on the store, and its responses stay in the
+    journal, where a ``--resume`` of the run copies them from once the store is writable.
+    """
     if not use.write or use.path is None:
-        return 0
+        return []
     journal = _journal_dir(output)
-    return store.publish(files_for(journal), journal, files_for(use.path), use.path)
+    try:
+        store.publish(files_for(journal), journal, files_for(use.path), use.path)
+    except Exception as exc:  # noqa: BLE001 - every file system fails its own way; none of them fails the run
+        return [
+            f"the response store {use.path!r} cannot be written ({_cause(exc)}), so this run's responses were "
+            f"not added to it; they are kept in {journal}/, and a --resume of this run adds them once the "
+            "store can be written."
+        ]
+    return []
+
+
+def _cause(exc: Exception) -> str:
+    """``No space left on device: 'PATH'`` for an OSError, else the exception's first line."""
+    failed = disk_full(exc) or exc
+    if isinstance(failed, OSError) and failed.strerror:
+        return f"{failed.strerror}: {failed.filename!r}" if failed.filename else failed.strerror
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _journal_dir(output: str) -> str:
@@ -80,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     compact = commands.add_parser("compact", help="one shard per key bucket, one entry per key")
     for command in (stats, prune, compact):
         command.add_argument("path", metavar="PATH", help="the store's directory (cache.path), local or a URL")
+    stats.add_argument(
+        "--journal", action="store_true", help="PATH is a run's OUT_DIR: count its journal (OUT_DIR/_responses)"
+    )
     return parser
 
 
@@ -88,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     path = args.path.rstrip("/")
     files = files_for(path)
+    if getattr(args, "journal", False):
+        return _journal_stats(path)
     entries = f"{path}/{store.ENTRIES_DIR}"
     if not store.shards(files, entries):
         print(
@@ -107,6 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shards, before, after = store.compact(files, path)
         print(json.dumps({"shards_before": shards, "entries_before": before, "entries_after": after}))
+    return 0
+
+
+def _journal_stats(output: str) -> int:
+    """``stats --journal OUT_DIR``: the journal's counts (OUT_DIR/_responses itself is accepted too)."""
+    journal = output if output.endswith(f"/{JOURNAL_DIR}") or output == JOURNAL_DIR else _journal_dir(output)
+    files = files_for(journal)
+    if not store.shards(files, journal):
+        print(
+            f"error: {output!r} holds no response journal ({journal}/*.jsonl matches nothing); "
+            "pass the --output of a run that sent requests.",
+            file=sys.stderr,
+        )
+        return 2
+    print(json.dumps(store.folder_stats(files, journal).as_dict(), indent=2))
     return 0
 
 

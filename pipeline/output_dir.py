@@ -1,24 +1,47 @@
-"""The output directory: one run's outputs at a time, replaced whole, and nothing else touched.
+"""The output directory: one run at a time, its outputs replaced whole, and nothing else touched.
 
-A run writes ``rows/``, ``errors/`` and its summary into a staging folder inside OUT_DIR
-(``_staging-<run id>/``) and moves them into place only when the pipeline has finished, so
-a reader of ``rows/`` never sees half of one run and half of another, and a crashed run
-leaves the previous outputs as they were. The manifest (``_manifest.json``) lists what the
-run wrote; ``--overwrite`` removes exactly those entries (or, for outputs from before the
-manifest, the fixed names of README "Outputs") and leaves any other file or folder alone.
+A run holds OUT_DIR's lock (``beameval.outputs.lock``) from before it touches anything
+until it ends, so a second run on the same directory is refused instead of deleting the
+first one's outputs. It writes ``rows/``, ``errors/`` and its summary into a staging
+folder inside OUT_DIR (``_staging-<run id>/``) and moves them into place only when the
+pipeline has finished, so a reader of ``rows/`` never sees half of one run and half of
+another, and a crashed run leaves the previous outputs as they were. Publishing removes
+nothing before the new outputs are in: each entry is swapped with its new version in one
+step (``core.durable.exchange``; elsewhere the old one is renamed aside first), the old
+versions wait in the staging folder, and only then is that folder deleted. The manifest
+(``_manifest.json``) lists what the run wrote; ``--overwrite`` removes exactly those
+entries (or, for outputs from before the manifest, the fixed names of README "Outputs"),
+never a path outside OUT_DIR, and leaves any other file or folder alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from typing import Any
 
+from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from beameval.core.crash_points import crash_point
+from beameval.core.durable import disk_full, exchange, fsync_directory, write_atomically
 from beameval.core.errors import OutputError
+from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire
+from transforms.cache import files_for
 
-__all__ = ["JOURNAL_ENTRY", "MANIFEST_FILE", "prepare_output", "publish_outputs", "staging_dir"]
+__all__ = [
+    "JOURNAL_ENTRY",
+    "MANIFEST_FILE",
+    "full_disk_message",
+    "lock_output",
+    "prepare_output",
+    "publish_outputs",
+    "refuse_dataset_overlap",
+    "release_output",
+    "staging_dir",
+]
 
 MANIFEST_FILE = "_manifest.json"
 #: The response journal (``beameval.cache.journal.JOURNAL_DIR``): what ``--resume`` keeps.
@@ -35,6 +58,118 @@ RUN_ENTRIES = (
     MANIFEST_FILE,
 )
 _STAGING_PREFIX = "_staging-"
+#: Inside the staging folder: the earlier run's entries, kept until the new ones are all in place.
+_REPLACED = "_replaced"
+#: Paths a run writes inside OUT_DIR, one of each kind, for telling whether a dataset glob reaches them.
+_WRITTEN = (
+    "rows/rows-00000-of-00001.parquet",
+    "errors/errors-00000-of-00001.jsonl",
+    f"{JOURNAL_ENTRY}/20260101T000000-1-0a1b2c3d-00001.jsonl",
+    f"{_STAGING_PREFIX}0/rows/rows-00000-of-00001.parquet",
+    f"{_STAGING_PREFIX}0/errors/errors-00000-of-00001.jsonl",
+    *RUN_ENTRIES[:4],
+    MANIFEST_FILE,
+    LOCK_FILE,
+)
+#: The output directories this process holds, with their locks (released by ``release_output``).
+_HELD: list[tuple[str, OutputLock]] = []
+#: How a full disk or quota reads in a message that crossed a process boundary as text.
+_FULL_TEXT = re.compile(r"(No space left on device|Disk quota exceeded)(?:: '([^'\n]+)')?")
+
+
+def lock_output(output: str, run_id: str) -> OutputLock:
+    """Take OUT_DIR's lock for this run (creating OUT_DIR if needed) before anything in it is touched.
+
+    Returns:
+        The lock. Taking over a dead run's lock is said on stderr.
+
+    Raises:
+        OutputError: another live run holds it (the message names host, pid and start time),
+            or the directory cannot be created.
+    """
+    _refuse_local_file(output)
+    try:
+        lock = acquire(output, run_id, files_for(output) if not _is_local(output) else None)
+    except OutputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
+        if disk_full(exc):
+            raise
+        raise _unwritable(output, exc) from None
+    _HELD.append((output, lock))
+    if lock.took_over is not None:
+        print(
+            f"warning: took over the lock of {output!r} left by a run that is no longer running "
+            f"({lock.took_over.describe()}).",
+            file=sys.stderr,
+        )
+    return lock
+
+
+def release_output() -> None:
+    """Release every lock ``lock_output`` took in this process (the end of a run, however it ends)."""
+    while _HELD:
+        _HELD.pop()[1].release()
+
+
+def full_disk_message(exc: BaseException) -> str | None:
+    """The one paragraph for a run stopped by a full disk (or quota), or None when ``exc`` is something else.
+
+    Found in the cause chain when the error was raised in this process, or in the text of
+    one a worker process sent back.
+    """
+    found = disk_full(exc)
+    text = str(exc)
+    match = _FULL_TEXT.search(text)
+    if found is None and match is None:
+        return None
+    cause = found.strerror if found is not None and found.strerror else match.group(1) if match else "disk full"
+    path = (found.filename if found is not None else None) or (match.group(2) if match else None)
+    output = _HELD[-1][0] if _HELD else None
+    where = f"writing {str(path)!r}" if path else f"writing under {output!r}"
+    kept = (
+        f"The earlier outputs in {output!r} and the responses already recorded in its {JOURNAL_ENTRY}/ are kept"
+        if output
+        else "What was already written is kept"
+    )
+    return (
+        f"the run stopped because the disk is full: {cause} ({where}). {kept}. "
+        "Free space (or choose an --output on another disk), then run the same command with --resume."
+    )
+
+
+def refuse_dataset_overlap(output: str, pattern: str, paths: list[str]) -> None:
+    """Refuse an OUT_DIR that the dataset's path or glob reaches: the run would read its own outputs as data.
+
+    Checked on the pattern, against the paths a run writes (so a first run, whose OUT_DIR
+    is still empty, is refused as well as the second, which would read the first's
+    ``rows/``), and on the files the pattern matched now.
+
+    Raises:
+        OutputError: the dataset reaches into OUT_DIR's outputs.
+    """
+    root = _absolute(output).rstrip("/")
+    matches = re.compile(FileSystem.translate_pattern(_absolute(pattern))).match
+    reached = [f"{root}/{name}" for name in _WRITTEN if matches(f"{root}/{name}")]
+    reached += [path for path in paths if _run_entry_of(root, _absolute(path))]
+    if reached:
+        raise OutputError(
+            f"the dataset path {pattern!r} reaches into the output directory {output!r} (it matches "
+            f"{reached[0]!r}), so the run would read its own outputs back as data; choose an --output "
+            "outside the dataset's folders, or narrow dataset.path."
+        )
+
+
+def _run_entry_of(root: str, path: str) -> bool:
+    """True when ``path`` lies in one of a run's entries inside ``root`` (rows/, the journal, staging, ...)."""
+    if not path.startswith(root + "/"):
+        return False
+    first = path[len(root) + 1 :].split("/", 1)[0]
+    return first in RUN_ENTRIES or first.startswith(_STAGING_PREFIX) or first == LOCK_FILE
+
+
+def _absolute(path: str) -> str:
+    return path if not _is_local(path) else os.path.abspath(path)
 
 
 def staging_dir(output: str, run_id: str) -> str:
@@ -73,32 +208,73 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
     except OutputError:
         raise
     except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
+        if disk_full(exc):
+            raise
         raise _unwritable(output, exc) from None
 
 
 def publish_outputs(output: str, stage: str, run_id: str) -> None:
     """Replace the earlier run's outputs with the staged ones and record what this run wrote.
 
-    The manifest is written before anything is moved, listing this run's entries and the
-    fixed names results.json and report.html will take, so an interruption part-way leaves
-    a directory that the next ``--overwrite`` still cleans completely.
+    The steps, each safe to be killed after (``BEAMEVAL_CRASH_AT`` names them for the tests):
+    the manifest is written, listing this run's entries and the fixed names results.json
+    and report.html will take, so the next ``--overwrite`` or ``--resume`` still cleans
+    completely (``publish-manifest``); the earlier run's entries that this run does not
+    replace, results.json first, move into the staging folder, since results.json must not
+    describe rows that are no longer its run's (``publish-aside``); each staged entry
+    takes its place, the old version moving into the staging folder
+    (``publish-moved-rows`` after ``rows/``, and so on); only then is the staging folder, and with
+    it the earlier run's outputs, deleted. A kill at any step loses no output: each is in
+    OUT_DIR or in the staging folder, which the next run removes.
     """
     staged = sorted(_children(stage))
     entries = sorted({*staged, "results.json", "report.html", JOURNAL_ENTRY, MANIFEST_FILE})
     earlier = [name for name in _earlier_entries(output) if name not in (JOURNAL_ENTRY, MANIFEST_FILE)]
     _write_json(FileSystems.join(output, MANIFEST_FILE), {"run_id": run_id, "entries": entries})
-    _delete(output, earlier)
+    crash_point("publish-manifest")
+    replaced = FileSystems.join(stage, _REPLACED)
+    for name in sorted((n for n in earlier if n not in staged), key=lambda n: n != "results.json"):
+        _move(FileSystems.join(output, name), FileSystems.join(replaced, name))
+    crash_point("publish-aside")
     for name in staged:
         source, target = FileSystems.join(stage, name), FileSystems.join(output, name)
-        if _is_local(output):
-            os.replace(source, target)  # a folder moves whole: readers see the old run's or the new one's
-            continue
-        files = [m.path for m in FileSystems.match([FileSystems.join(source, "*")])[0].metadata_list]
-        if files:
-            FileSystems.rename(files, [FileSystems.join(target, os.path.basename(f)) for f in files])
-        else:
-            FileSystems.rename([source], [target])
+        if not _exists(target):
+            _move(source, target)
+        elif not (_is_local(output) and exchange(source, target)):  # swapped: the old one is now in staging
+            _move(target, FileSystems.join(replaced, name))
+            _move(source, target)
+        crash_point(f"publish-moved-{name}")
+    if _is_local(output):
+        fsync_directory(output)  # the new names survive a crash of the machine before anything is deleted
     _delete(output, [os.path.basename(stage.rstrip("/"))])
+
+
+def _move(source: str, target: str) -> None:
+    """Move a file or folder on OUT_DIR's file system: one rename locally, every object of it on an object store."""
+    if _is_local(source):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(source, target)  # a folder moves whole: readers see the old run's or the new one's
+        return
+    objects = _objects_under(source)
+    if objects:
+        FileSystems.rename(objects, [target.rstrip("/") + path[len(source.rstrip("/")) :] for path in objects])
+    else:
+        FileSystems.rename([source], [target])
+
+
+def _objects_under(folder: str) -> list[str]:
+    """Every object below ``folder/`` on an object store, where a folder is only a name prefix."""
+    try:
+        found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
+    except Exception:  # noqa: BLE001 - nothing under that prefix, on every object store
+        return []
+    prefix = folder.rstrip("/") + "/"
+    return sorted(m.path for m in found if m.path.startswith(prefix) and not m.path.endswith("/"))
+
+
+def _exists(path: str) -> bool:
+    """A file or folder exists; on an object store a folder exists while any object lies under it."""
+    return bool(FileSystems.exists(path)) or (not _is_local(path) and bool(_objects_under(path)))
 
 
 def _earlier_entries(output: str) -> list[str]:
@@ -108,9 +284,18 @@ def _earlier_entries(output: str) -> list[str]:
     if FileSystems.exists(manifest):
         with FileSystems.open(manifest) as handle:
             recorded: Any = json.loads(handle.read().decode("utf-8"))
-        names = {str(name) for name in recorded.get("entries", []) if "/" not in str(name)}
+        names = {str(name) for name in recorded.get("entries", []) if _plain_name(str(name))}
     names.update(RUN_ENTRIES)
-    return sorted(name for name in names if FileSystems.exists(FileSystems.join(output, name)))
+    return sorted(name for name in names if _exists(FileSystems.join(output, name)))
+
+
+def _plain_name(name: str) -> bool:
+    """A manifest entry that names something directly inside OUT_DIR (never ``..``, a path, or the lock)."""
+    return (
+        name not in ("", ".", "..", LOCK_FILE)
+        and not any(sep in name for sep in ("/", "\\", "\0"))
+        and os.path.basename(name) == name
+    )
 
 
 def _stale_staging(output: str) -> list[str]:
@@ -128,14 +313,20 @@ def _children(folder: str) -> list[str]:
 
 def _delete(output: str, names: list[str]) -> None:
     paths = [FileSystems.join(output, name) for name in names]
+    if not _is_local(output):  # an object store deletes objects, not prefixes
+        paths = [found for path in paths for found in _objects_under(path) or [path]]
     paths = [path for path in paths if FileSystems.exists(path)]
     if paths:
         FileSystems.delete(paths)
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
-    with FileSystems.create(path) as handle:
-        handle.write(json.dumps(data, indent=2).encode("utf-8"))
+    payload = json.dumps(data, indent=2).encode("utf-8")
+    if _is_local(path):
+        write_atomically(path, payload)
+        return
+    with FileSystems.create(path) as handle:  # an object appears whole when its upload closes
+        handle.write(payload)
 
 
 def _is_local(path: str) -> bool:

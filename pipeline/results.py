@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from beameval.core.durable import write_atomically
 from beameval.core.redaction import redact_urls
 from beameval.core.scoring import RowScorer
 from beameval.stats.corpus import corpus_result
@@ -93,19 +92,15 @@ def read_json(path: str) -> Any:
 
 
 def write_json_atomically(path: str, data: Any) -> None:
-    """Write JSON so that a reader never sees a partial file.
+    """Write JSON so that a reader never sees a partial file, and a crash of the machine no torn one.
 
-    Local files are renamed into place; object stores make a finished upload visible
-    atomically, so a plain create is enough there.
+    Local files are written under a temporary name, fsynced, renamed into place and their
+    directory fsynced (``core.durable.write_atomically``); object stores make a finished
+    upload visible atomically, so a plain create is enough there.
     """
     payload = json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
     if "://" in path:
         with FileSystems.create(path) as handle:
             handle.write(payload)
         return
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(temporary, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_atomically(path, payload)

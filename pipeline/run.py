@@ -34,7 +34,15 @@ from pipeline.history import append_run
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
-from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
+from pipeline.output_dir import (
+    full_disk_message,
+    lock_output,
+    prepare_output,
+    publish_outputs,
+    refuse_dataset_overlap,
+    release_output,
+    staging_dir,
+)
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
 from pipeline.provenance import build_provenance
@@ -88,10 +96,12 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     if limit is not None and limit < 1:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
     paths = list_dataset_files(config.dataset.path)
+    refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
     if not flags.skip_preflight:
         preflight(config, paths)
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     if not dry_run:
+        lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
     spent = spent_before(flags.output) if flags.resume else (0.0, 0.0)  # a --resume goes on with the same budget
     store = run_store_use(config, flags)
@@ -125,7 +135,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     if batches is not None and batches.pop("live"):
         raise BatchesPending(_pending_message(batches, flags.output))
     publish_outputs(flags.output, stage, run_id)
-    publish_run(flags.output, store)  # paid-for responses go to the store even when strict mode fails the run
+    store_warnings = publish_run(flags.output, store)  # even when strict mode fails the run; a failure only warns
     summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
@@ -137,7 +147,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     _fail_if_strict(config, summary)
     results["failures"] = failure_breakdown(flags.output)
     judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
-    results["warnings"] = unparsed_judges(results, judges)
+    results["warnings"] = unparsed_judges(results, judges) + store_warnings
     cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
@@ -245,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
+        finally:
+            release_output()  # OUT_DIR's lock, however the run ended
     if results["status"] == "dry_run":
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
@@ -265,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report_failure(exc: Exception, debug: bool) -> int:
     """One paragraph on stderr for a failed run, and its exit code."""
+    full = full_disk_message(exc)  # wherever it struck: the journal, rows/, results.json
+    if full is not None:
+        _traceback_if(debug, exc)
+        print(printable(f"error: {full}"), file=sys.stderr)
+        return EXIT_FAILED
     if isinstance(exc, RunFailed):
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_FAILED

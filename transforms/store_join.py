@@ -31,6 +31,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.entry import StoredResponse, bucket_of, choose, iter_lines, line_key, pack_lines
 from beameval.cache.entry import wanted_lines as find_lines
+from beameval.cache.store import SHARD_PATTERN, successors
 
 __all__ = ["BUCKETS", "BatchByBucket", "JoinStored", "ReadResponses"]
 
@@ -40,13 +41,27 @@ BUCKETS = 256
 FLUSH_AT = 32_768
 
 _REQUESTS, _STORED = 0, 1  # which side a batch comes from
+#: The tagged output of the shards that were deleted between the listing and the read.
+GONE = "gone"
+#: Rounds of looking for the shards that replaced deleted ones (a compaction during a compaction's aftermath).
+_SUCCESSOR_ROUNDS = 3
+
+
+class _ShardGone(Exception):
+    """A listed shard was deleted before it was read (``pipeline.cache compact`` or ``prune`` meanwhile)."""
 
 
 def _read_shard(path: str) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
     keys: list[list[bytes]] = [[] for _ in range(BUCKETS)]
     lines: list[list[bytes]] = [[] for _ in range(BUCKETS)]
     held = 0
-    with FileSystems.open(path) as stream:
+    try:
+        stream = FileSystems.open(path)
+    except Exception as exc:  # noqa: BLE001 - every file system says "not found" its own way
+        if FileSystems.exists(path):
+            raise
+        raise _ShardGone(path) from exc
+    with stream:
         for line in iter_lines(stream):
             key = line_key(line)
             if key is None:  # a torn line, another key version: skipped
@@ -69,8 +84,51 @@ def _line_batches(keys: list[list[bytes]], lines: list[list[bytes]]) -> Iterator
             keys[bucket], lines[bucket] = [], []
 
 
+class _ReadShards(beam.DoFn):
+    """A shard path -> its batches; a shard deleted since it was listed goes to the ``GONE`` output."""
+
+    def process(self, path: str) -> Iterator[Any]:
+        try:
+            yield from _read_shard(path)
+        except _ShardGone:
+            yield beam.pvalue.TaggedOutput(GONE, path)
+
+
+def _read_successors(gone: list[str], listed: list[str]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+    """The batches of the shards that replaced the ``gone`` ones (``store.successors``), read on one worker.
+
+    Only a compaction or prune during the run gets here, so the shards it wrote are read
+    sequentially; one deleted again meanwhile sends the search round once more.
+    """
+    seen = list(listed)
+    for _ in range(_SUCCESSOR_ROUNDS):
+        if not gone:
+            return
+        found = successors(_list_shards, seen, gone)
+        seen += found
+        gone = []
+        for path in found:
+            try:
+                yield from _read_shard(path)
+            except _ShardGone:
+                gone.append(path)
+
+
+def _list_shards(folder: str) -> list[str]:
+    """The shards in ``folder`` now, on any file system; [] when the folder is gone too."""
+    try:
+        found = FileSystems.match([FileSystems.join(folder, SHARD_PATTERN)])[0].metadata_list
+    except Exception:  # noqa: BLE001 - a missing folder is "no shards" on every file system
+        return []
+    return [m.path for m in found]
+
+
 class ReadResponses(beam.PTransform):
     """The entries of the given shard files as ``(bucket, batch)``; torn lines and other key versions are skipped.
+
+    A shard that ``compact`` or ``prune`` deletes between the listing and its read is
+    replaced by the shards they wrote before deleting it (``store.successors``), so the
+    run still finds every entry.
 
     Args:
         shards: the files to read, listed by the driver when the run starts (a shard that
@@ -82,12 +140,18 @@ class ReadResponses(beam.PTransform):
         self._shards = list(shards)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]:
-        return (
+        read = (
             pbegin
             | "Shards" >> beam.Create(self._shards)
             | "Spread" >> beam.Reshuffle()
-            | "Lines" >> beam.FlatMap(_read_shard)
+            | "Lines" >> beam.ParDo(_ReadShards()).with_outputs(GONE, main="lines")
         )
+        replaced = (
+            read[GONE]
+            | "Gone" >> beam.combiners.ToList()
+            | "Successors" >> beam.FlatMap(_read_successors, self._shards)
+        )
+        return (read["lines"], replaced) | "AllLines" >> beam.Flatten()
 
 
 class BatchByBucket(beam.DoFn):

@@ -10,8 +10,10 @@ closed and the next one started every ``rotate_after_s`` seconds or ``max_lines`
 a closed shard is complete and never written again. On a Beam file-system URL
 (``gs://…``) nothing is visible until a file is closed, so there shards are rotated every
 second instead (``compact`` merges the small files later). Local shards are flushed to the
-operating system, which survives the death of the process (not of the machine: no
-fsync per second).
+operating system every 0.25 s, which survives the death of the process; ``sync`` (called
+at the end of every bundle, before its rows move on) also fsyncs the shard, and a new
+shard's directory is fsynced when the shard is created, so what a finished bundle
+recorded survives the death of the machine too.
 
 Only successes are recorded: the caller records after the handler parsed the reply into
 a sample, so errors and empty answers never reach a journal.
@@ -31,6 +33,7 @@ from typing import IO, Any, ClassVar
 
 from beameval.cache.entry import encode_entry
 from beameval.cache.files import Files, LocalFiles, is_remote
+from beameval.core.durable import disk_full, fsync_directory
 
 __all__ = ["JOURNAL_DIR", "JournalWriter"]
 
@@ -149,7 +152,12 @@ class JournalWriter:
                     self._close_shard()
 
     def sync(self) -> None:
-        """Make every recorded entry durable and visible: flush, and on a file-system URL close the shard."""
+        """Make every recorded entry durable and visible: flush and fsync, and on a file-system URL close the shard.
+
+        Raises:
+            OSError: the shard cannot be written (a full disk): the caller's bundle fails, so
+                its rows are not reported as answered while their responses are not kept.
+        """
         with self._lock:
             self._write_pending()
             if self._handle is not None:
@@ -157,6 +165,7 @@ class JournalWriter:
                     self._close_shard()
                 else:
                     self._handle.flush()
+                    os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         """Write what is queued, close the shard and stop the background thread."""
@@ -171,11 +180,16 @@ class JournalWriter:
             self._closed = True
 
     def _flush_loop(self, interval: float) -> None:
+        warned = False
         while not self._stop.wait(interval):
             try:
                 self.flush()
-            except Exception:  # noqa: BLE001 - a full disk must not kill the worker; the run goes on uncached
-                log.exception("cannot write the response journal in %s", self.directory)
+            except Exception as exc:  # noqa: BLE001 - the thread must not die; the bundle's sync reports it
+                if not warned:  # once, not four times a second; the traceback only with --debug
+                    cause = disk_full(exc) or exc
+                    log.warning("cannot write the response journal in %s: %s", self.directory, cause)
+                    log.debug("the journal's write failed", exc_info=True)
+                    warned = True
 
     def _write_pending(self) -> None:
         pending = self._pending
@@ -186,6 +200,8 @@ class JournalWriter:
             path = self._files.join(self.directory, f"{self._prefix}-{self._sequence:05d}.jsonl")
             self._handle = self._files.create(path)
             self.shards.append(path)
+            if not self._remote:
+                fsync_directory(self.directory)  # the new shard's name survives a crash of the machine
             self._opened_at = self._clock()
             self._lines = 0
         chunks = []
@@ -202,7 +218,10 @@ class JournalWriter:
     def _close_shard(self) -> None:
         if self._handle is not None:
             handle, self._handle = self._handle, None
-            handle.close()
+            with handle:
+                if not self._remote:  # a closed shard is complete: durable before it is called so
+                    handle.flush()
+                    os.fsync(handle.fileno())
 
 
 atexit.register(JournalWriter.close_all)

@@ -119,6 +119,7 @@ class FakeObjectStore(FileSystem):
 
     def rename(self, source_file_names: list[str], destination_file_names: list[str]) -> None:
         for source, destination in zip(source_file_names, destination_file_names, strict=True):
+            os.makedirs(os.path.dirname(_local(destination)), exist_ok=True)  # no directories on an object store
             os.replace(_local(source), _local(destination))
 
     def exists(self, path: str) -> bool:

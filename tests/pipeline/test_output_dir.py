@@ -64,3 +64,70 @@ def test_a_failed_run_keeps_the_earlier_outputs(write_jsonl, run_eval, tmp_path)
     failed = run_eval(bad, "--overwrite", output=out)
     assert failed.code == 2
     assert pq.read_table(out / "rows").num_rows == before and (out / "results.json").exists()
+
+
+def test_an_out_dir_that_a_recursive_dataset_glob_reaches_is_refused_before_the_run(write_jsonl, run_eval, tmp_path):
+    """Before, the second run read the first's outputs back as data (10 rows, then 492, then 1,381, all exit 0)."""
+    (tmp_path / "data").mkdir()
+    write_jsonl(QA[:10], "data/part-0.jsonl")
+    out = tmp_path / "out"
+    recursive = offline(tmp_path / "**" / "*.jsonl")
+    refused = run_eval(recursive, output=out)
+    assert refused.code == 2, refused.stderr
+    assert "reaches into the output directory" in refused.stderr and str(out) in refused.stderr
+    assert not out.exists()  # refused before anything was created
+    # A glob that stays out of OUT_DIR's outputs is fine, even with OUT_DIR beside the data.
+    flat = offline(tmp_path / "data" / "*.jsonl")
+    for _ in range(2):
+        result = run_eval(flat, "--overwrite", output=out)
+        assert result.code == 0, result.stderr
+        assert result.results["counts"]["rows"] == 10
+    # A previous run's own files named as the dataset are refused too.
+    rows_file = next((out / "rows").glob("*.parquet"))
+    named = run_eval(offline(rows_file), "--overwrite", output=out)
+    assert named.code == 2 and "reaches into the output directory" in named.stderr
+
+
+def test_stats_journal_counts_a_runs_own_journal(tmp_path, capsys):
+    from beameval.cache.journal import JournalWriter
+    from pipeline.cache import main as cache_main
+
+    writer = JournalWriter(str(tmp_path / "out" / "_responses"), flush_interval=0)
+    for n in range(3):
+        writer.record(f"{n:064x}", {"choices": []}, "m")
+    writer.record(f"{0:064x}", {"choices": []}, "m")
+    writer.close()
+    for path in (tmp_path / "out", tmp_path / "out" / "_responses"):
+        capsys.readouterr()
+        assert cache_main(["stats", "--journal", str(path)]) == 0
+        counted = json.loads(capsys.readouterr().out)
+        assert (counted["shards"], counted["entries"], counted["distinct_keys"]) == (1, 4, 3)
+    assert cache_main(["stats", "--journal", str(tmp_path / "nothing")]) == 2
+    assert "holds no response journal" in capsys.readouterr().err
+
+
+def test_publishing_on_an_object_store_replaces_every_object_of_the_earlier_run(tmp_path):
+    """Folders there are name prefixes: the earlier run's two rows shards must not survive next to the new one."""
+    from pipeline.output_dir import publish_outputs, staging_dir
+    from tests.cache import object_store
+
+    object_store.use_root(str(tmp_path / "fakegs"))
+    output = f"{object_store.PREFIX}bucket/out"
+    root = tmp_path / "fakegs" / "objects" / "bucket" / "out"
+    for name in ("rows/rows-00000-of-00002.parquet", "rows/rows-00001-of-00002.parquet", "results.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("old")
+    stage = staging_dir(output, "new")
+    for name in ("rows/rows-00000-of-00001.parquet", "errors/errors-00000-of-00001.jsonl", "_summary.json"):
+        path = root / stage.rsplit("/", 1)[1] / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("new")
+    publish_outputs(output, stage, "new")
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert left == [
+        "_manifest.json",
+        "_summary.json",
+        "errors/errors-00000-of-00001.jsonl",
+        "rows/rows-00000-of-00001.parquet",
+    ]
+    assert all((root / name).read_text() == "new" for name in left if name != "_manifest.json")
