@@ -78,7 +78,7 @@ def build_graph(
     scored = generated | "ScoreRows" >> beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field)).with_outputs(
         ERRORS, main="rows"
     )
-    collect_provenance(rows, generated, written)  # results.json provenance: dataset fingerprint, models seen
+    collect_provenance(read.fingerprints, generated, written)  # results.json provenance: dataset fingerprint, models
     _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(written)
     summarize = SummarizeRun(scorer.score_names, config.statistics, repeats)
