@@ -23,6 +23,10 @@ __all__ = ["ERRORS", "ScoreRows", "error_record"]
 ERRORS = "errors"
 
 
+def _valid_text(text: str) -> str:
+    return clean_text(text)[0]
+
+
 def error_record(row: ScoredRow) -> dict[str, Any]:
     """The ``errors/`` record of a failed row (CONTRACT.md)."""
     assert row.failure is not None
@@ -53,8 +57,13 @@ class ScoreRows(beam.DoFn):
             if isinstance(metric, EndpointMetric)
             for secret in metric.endpoint_access.secret_values()
         )
+        # With no configured secret there is nothing to mask (redaction removes configured secrets only).
+        self._text = self._redacted if self._redactor.secrets else _valid_text
         self._scored = Metrics.counter(NAMESPACE, "rows_scored")
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
+
+    def start_bundle(self) -> None:
+        self._counts = [0, 0]  # rows scored, rows failed: added to the counters once per bundle
 
     def process(self, row: GeneratedRow) -> Iterator[Any]:
         scored = guarded(
@@ -64,24 +73,34 @@ class ScoreRows(beam.DoFn):
             lambda: self._writable(self._scorer.score(row), row),
             lambda failure: self._writable(self._failed_row(row, failure), row),
         )
-        self._scored.inc()
+        self._counts[0] += 1
         yield scored
         if scored.failure is not None:
-            self._failed.inc()
+            self._counts[1] += 1
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
+
+    def finish_bundle(self) -> None:
+        scored, failed = self._counts
+        if scored:
+            self._scored.inc(scored)
+        if failed:
+            self._failed.inc(failed)
 
     def _writable(self, scored: ScoredRow, row: GeneratedRow) -> ScoredRow:
         """The last check before writing: every text valid UTF-8 and free of configured secrets."""
-        scored.notes = [*row.notes, *scored.notes]
-        scored.item_json = self._text(scored.item_json)
+        text = self._text
+        if row.notes:
+            scored.notes = [*row.notes, *scored.notes]
+        scored.item_json = text(scored.item_json)
         if scored.output_text is not None:
-            scored.output_text = self._text(scored.output_text)
-        scored.labels = {name: self._text(value) for name, value in scored.labels.items()}
+            scored.output_text = text(scored.output_text)
+        if scored.labels:
+            scored.labels = {name: text(value) for name, value in scored.labels.items()}
         if scored.failure is not None:
-            scored.failure.messages = [self._text(message) for message in scored.failure.messages]
+            scored.failure.messages = [text(message) for message in scored.failure.messages]
         return scored
 
-    def _text(self, text: str) -> str:
+    def _redacted(self, text: str) -> str:
         return self._redactor.text(clean_text(text)[0])
 
     def _failed_row(self, row: GeneratedRow, failure: RowFailure) -> ScoredRow:
