@@ -61,9 +61,7 @@ class ScoreRows(beam.DoFn):
         self._text = self._redacted if self._redactor.secrets else _valid_text
         self._scored = Metrics.counter(NAMESPACE, "rows_scored")
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
-
-    def start_bundle(self) -> None:
-        self._counts = [0, 0]  # rows scored, rows failed: added to the counters once per bundle
+        self._counts = [0, 0]  # rows scored, rows failed: added to the counters at the end of each bundle
 
     def process(self, row: GeneratedRow) -> Iterator[Any]:
         scored = guarded(
@@ -81,6 +79,7 @@ class ScoreRows(beam.DoFn):
 
     def finish_bundle(self) -> None:
         scored, failed = self._counts
+        self._counts = [0, 0]
         if scored:
             self._scored.inc(scored)
         if failed:
