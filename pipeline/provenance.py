@@ -30,22 +30,26 @@ _PACKAGE = "beam-llm-evaluator"
 
 
 def collect_provenance(
-    fingerprints: beam.PCollection[tuple[int, int]], generated: beam.PCollection[GeneratedRow], output: str
+    fingerprints: beam.PCollection[tuple[int, int]], generated: beam.PCollection[GeneratedRow] | None, output: str
 ) -> None:
     """Add the steps that fingerprint the dataset and count the models seen, writing ``_provenance.json``.
 
     Args:
         fingerprints: ``ReadRows.fingerprints``, one (rows, hash) part per split read.
-        generated: the rows after generation (their ``sample["response"]`` is the raw reply).
+        generated: the rows after generation (their ``sample["response"]`` is the raw reply);
+            None for an offline run, where no target replied (no per-row step then).
         output: the run's output directory.
     """
     fingerprint = fingerprints | "Fingerprint" >> beam.CombineGlobally(DatasetFingerprintFn())
-    models = (
-        generated
-        | "ReplyModels" >> beam.FlatMap(_reply_models)
-        | "CountModels" >> beam.combiners.Count.PerElement()
-        | "ModelsSeen" >> beam.combiners.ToList()
-    )
+    if generated is None:
+        models = fingerprints.pipeline | "NoModels" >> beam.Create([[]])
+    else:
+        models = (
+            generated
+            | "ReplyModels" >> beam.FlatMap(_reply_models)
+            | "CountModels" >> beam.combiners.Count.PerElement()
+            | "ModelsSeen" >> beam.combiners.ToList()
+        )
     path = FileSystems.join(output, PROVENANCE_FILE)
     _ = fingerprint | "WriteProvenance" >> beam.Map(_write, path, beam.pvalue.AsSingleton(models))
 

@@ -26,10 +26,10 @@ from beameval.compare.identity import DatasetFingerprint, RecordsDigest
 from beameval.core.batch_checks import arrow_rows_clean
 from beameval.core.errors import DatasetError
 from beameval.core.formats import (
-    HashingReader,
     arrow_record_bytes,
     count_records,
     detect_format,
+    hashing_reader,
     is_gzip_path,
     iter_records,
     open_checked_gzip,
@@ -162,7 +162,7 @@ def read_split(split: Split, offset: int, limit: int | None, digest: RecordsDige
             yield _input_row(offset + position, item, None, None)
         return
     with _open_text_file(split.path) as stream:
-        records = iter_records(HashingReader(stream, digest.update), split.path, split.fmt)
+        records = iter_records(hashing_reader(stream, digest.update), split.path, split.fmt)
         for position, (item, raw, error) in enumerate(itertools.islice(records, stop)):
             yield _input_row(offset + position, item, raw, error)
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beameval.core.records import GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
+from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure, ScoredRow, item_json
 from beameval.core.redaction import Redactor
 from beameval.core.sanitize import clean_text
 from beameval.core.scoring import RowScorer
 from beameval.metrics.base import EndpointMetric, MetricConfig
 from transforms import NAMESPACE
+from transforms.generate import passthrough_offline
 from transforms.guard import guarded
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
@@ -44,9 +45,12 @@ def error_record(row: ScoredRow) -> dict[str, Any]:
 class ScoreRows(beam.DoFn):
     """Emit a ScoredRow per row on the main output and an error record per failed row."""
 
-    def __init__(self, metric_configs: list[MetricConfig], id_field: str | None = None) -> None:
+    def __init__(
+        self, metric_configs: list[MetricConfig], id_field: str | None = None, from_input: bool = False
+    ) -> None:
         self._configs = metric_configs
         self._id_field = id_field
+        self._from_input = from_input  # offline: rows arrive as read (InputRow) and pass through here
 
     def setup(self) -> None:
         self._scorer = RowScorer(self._configs, self._id_field)
@@ -63,7 +67,8 @@ class ScoreRows(beam.DoFn):
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
         self._counts = [0, 0]  # rows scored, rows failed: added to the counters at the end of each bundle
 
-    def process(self, row: GeneratedRow) -> Iterator[Any]:
+    def process(self, element: GeneratedRow | InputRow) -> Iterator[Any]:
+        row = passthrough_offline(cast(InputRow, element)) if self._from_input else cast(GeneratedRow, element)
         scored = guarded(
             "ScoreRows",
             "scoring",

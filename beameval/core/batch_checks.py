@@ -14,10 +14,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beameval.core.sanitize import MAX_CELL_CHARS, MAX_NESTING
+from beameval.core.sanitize import MAX_CELL_CHARS
 
 __all__ = ["arrow_rows_clean"]
-
 
 
 def arrow_rows_clean(table: pa.Table) -> bool:
@@ -25,7 +24,7 @@ def arrow_rows_clean(table: pa.Table) -> bool:
 
     Returns:
         True when no column is nested, dictionary-encoded or a string view (a row is then
-        one level deep, within ``MAX_NESTING``, and Arrow measures its text) and no text
+        one level deep, within ``sanitize.MAX_NESTING``, and Arrow measures its text) and no text
         value is longer than ``MAX_CELL_CHARS``; False when the rows must be checked one by one.
     """
     for column, field in zip(table.columns, table.schema, strict=True):

@@ -29,11 +29,11 @@ from beameval.core.errors import DatasetError
 from beameval.core.sanitize import MAX_CELL_CHARS, MAX_NESTING
 
 __all__ = [
-    "HashingReader",
     "Record",
     "arrow_record_bytes",
     "count_records",
     "detect_format",
+    "hashing_reader",
     "is_gzip_path",
     "iter_records",
     "open_checked_gzip",
@@ -190,12 +190,8 @@ def arrow_record_bytes(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-class HashingReader:
-    """A stream's ``read`` and ``readline``, passing every byte read to ``sink`` (the records as stored).
-
-    The dataset fingerprint hashes a JSONL or CSV file's bytes this way as the parser reads
-    them, instead of re-serialising each parsed row.
-    """
+class _HashingReader:
+    """A stream's ``read`` and ``readline``, passing every byte read to ``sink``."""
 
     def __init__(self, stream: IO[bytes], sink: Callable[[bytes], None]) -> None:
         self._stream = stream
@@ -210,6 +206,15 @@ class HashingReader:
         line = self._stream.readline(size)
         self._sink(line)
         return line
+
+
+def hashing_reader(stream: IO[bytes], sink: Callable[[bytes], None]) -> IO[bytes]:
+    """``stream``, passing every byte read through it to ``sink`` (the records as stored).
+
+    The dataset fingerprint hashes a JSONL or CSV file's bytes this way as the parser reads
+    them, instead of re-serialising each parsed row.
+    """
+    return _HashingReader(stream, sink)  # type: ignore[return-value]
 
 
 def iter_records(stream: IO[bytes], path: str, fmt: str) -> Iterator[Record]:
