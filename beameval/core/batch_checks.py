@@ -14,7 +14,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beameval.core.sanitize import MAX_CELL_CHARS
+from beameval.core import sanitize
 
 __all__ = ["arrow_rows_clean"]
 
@@ -25,7 +25,7 @@ def arrow_rows_clean(table: pa.Table) -> bool:
     Returns:
         True when no column is nested, dictionary-encoded or a string view (a row is then
         one level deep, within ``sanitize.MAX_NESTING``, and Arrow measures its text) and no text
-        value is longer than ``MAX_CELL_CHARS``; False when the rows must be checked one by one.
+        value is longer than ``sanitize.MAX_CELL_CHARS``; False when the rows must be checked one by one.
     """
     for column, field in zip(table.columns, table.schema, strict=True):
         kind = field.type
@@ -33,6 +33,6 @@ def arrow_rows_clean(table: pa.Table) -> bool:
             return False
         if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and len(column):
             longest = pc.max(pc.utf8_length(column)).as_py()
-            if longest is not None and longest > MAX_CELL_CHARS:
+            if longest is not None and longest > sanitize.MAX_CELL_CHARS:  # read per call, as check_row does
                 return False
     return True
