@@ -3,7 +3,17 @@
 from setuptools import find_packages, setup
 
 # httpx is test-only: an independent client for the test server's own tests (the evaluator uses aiohttp).
-TEST = ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.17,<0.18", "mypy>=1.10", "trustme>=1.0", "httpx>=0.27,<1"]
+# wheel is test-only too: the console-command test installs the project offline (--no-build-isolation), and
+# setuptools before 70.1 builds wheels only with it.
+TEST = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "ruff>=0.17,<0.18",
+    "mypy>=1.10",
+    "trustme>=1.0",
+    "httpx>=0.27,<1",
+    "wheel>=0.40",
+]
 
 setup(
     name="beam-llm-evaluator",
@@ -26,7 +36,11 @@ setup(
         "scipy>=1.10",  # distribution quantiles for the confidence intervals (beameval/stats/intervals.py)
         # and the paired tests of run comparisons (beameval/compare/: t, exact binomial)
         "tqdm>=4.66,<5",  # the run's progress bar on a terminal
+        "redis>=5,<9",  # rate_limit.shared: one request and token budget for every worker, kept in Redis (GCRA script)
     ],
+    # One console command for every entry point (beameval run|compare|cache|history|report): unlike
+    # `python -m pipeline.run`, it is not shadowed by a pipeline.py in the working directory.
+    entry_points={"console_scripts": ["beameval = pipeline.console:main"]},
     # Not "build/": a folder of that name in the project root shadows PyPA's `build`, which Beam
     # runs (python -m build) to stage the project for Dataflow with --setup_file.
     options={"build": {"build_base": ".setuptools-build"}},

@@ -9,11 +9,11 @@ anything left over stops the run before it starts, naming the closest known flag
 from __future__ import annotations
 
 import argparse
-import difflib
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from beameval.core.errors import EvaluatorError
+from beameval.core.suggest import closest
 from pipeline.options import EvalOptions
 
 __all__ = ["UsageError", "check_flags", "help_text"]
@@ -62,8 +62,8 @@ def check_flags(argv: list[str]) -> None:
             "see python -m pipeline.run --help."
         )
     name = flag.split("=", 1)[0]
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    meant = f"; did you mean {close[0]}?" if close else "."
+    close = closest(name, known)
+    meant = f"; did you mean {close}?" if close else "."
     raise UsageError(
         f"unknown flag {name!r}{meant} Nothing was run. The evaluator's flags are listed by "
         f"python -m pipeline.run --help; Beam's options are documented at {BEAM_OPTIONS_DOC}"

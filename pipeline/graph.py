@@ -13,6 +13,7 @@ from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
+from transforms.batch import BatchSamples, uses_batch_mode
 from transforms.cache import LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_cache import LookupMetricResponses
@@ -69,7 +70,10 @@ def build_graph(
             to_send = samples | "SpreadRows" >> SpreadRows()
         else:
             to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
-        generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
+        if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
+            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
+        else:
+            generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
     elif metric_calls:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
@@ -77,7 +81,9 @@ def build_graph(
     if metric_calls:
         if stored is not None:
             generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)
-        generated = generated | "CallMetricEndpoints" >> beam.ParDo(CallMetricEndpoints(config.metrics, journal))
+        generated = generated | "CallMetricEndpoints" >> beam.ParDo(
+            CallMetricEndpoints(config.metrics, journal, config.params, run_id)
+        )
     score = ScoreRows(config.metrics, config.dataset.id_field, from_input=generated is samples)
     scored = generated | "ScoreRows" >> beam.ParDo(score).with_outputs(ERRORS, main="rows")
     # results.json provenance: the dataset fingerprint, and the models seen in the target's replies

@@ -32,6 +32,8 @@ class InterruptState:
 
     signal_name: str | None = None
     quiet: bool = True
+    #: The run's output location once resolved: the message on interrupt names its ``_responses/``.
+    output: str | None = None
 
     def arrived(self, signum: int) -> bool:
         """Record a signal; True for the first one (later ones must not interrupt the clean-up)."""

@@ -26,7 +26,7 @@ SWITCH: dict[str, object] = {"nargs": "?", "const": True, "type": _switch, "meta
 
 
 class EvalOptions(PipelineOptions):
-    """``--config``, ``--output`` and friends; every other flag is Beam's (CONTRACT.md)."""
+    """``--config``, ``--output`` and friends; every other flag is Beam's."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:  # type: ignore[no-untyped-def]  # Beam's signature

@@ -5,7 +5,7 @@ A run writes ``rows/``, ``errors/`` and its summary into a staging folder inside
 a reader of ``rows/`` never sees half of one run and half of another, and a crashed run
 leaves the previous outputs as they were. The manifest (``_manifest.json``) lists what the
 run wrote; ``--overwrite`` removes exactly those entries (or, for outputs from before the
-manifest, the contract's fixed names) and leaves any other file or folder alone.
+manifest, the fixed names of README "Outputs") and leaves any other file or folder alone.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
 from beameval.inference.classify import Failure, safe_url
 from beameval.inference.probe import probe
+from beameval.inference.quota import check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
@@ -79,6 +80,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(f"warning: preflight: the first row fails: {exc}", file=sys.stderr)
     _check_endpoints(config, scorer)
+    check_shared_limits(config)  # every rate_limit.shared Redis answers
 
 
 def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:

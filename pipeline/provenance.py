@@ -1,4 +1,4 @@
-"""Provenance: where a run came from, for ``results.json`` (CONTRACT.md, "Provenance and run history").
+"""Provenance: where a run came from, for ``results.json`` (README "Comparing runs").
 
 Two facts come from the data and are gathered by the pipeline as it runs, with no second
 pass: the dataset's content fingerprint (folded from each split's hash as it is read) and the

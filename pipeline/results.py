@@ -27,7 +27,7 @@ def build_results(
     config_dump: dict[str, Any],
     run_info: dict[str, Any],
 ) -> dict[str, Any]:
-    """The contract's results document: status, counts, aggregate scores, groups, usage, config."""
+    """The results document (``results.json``): status, counts, aggregate scores, groups, usage, config."""
     level = config_dump.get("statistics", {}).get("confidence_level", 0.95)
     repeats = config_dump.get("params", {}).get("repeats", 1)
     groups = [

@@ -23,9 +23,12 @@ def format_summary_table(results: dict[str, Any]) -> str:
     scores = results["aggregate_scores"]["scores"]
     width = max([len("score"), *(len(score["name"]) for score in scores)])
     samples = f"  samples: {counts['samples']}" if counts.get("samples", counts["rows"]) != counts["rows"] else ""
+    skipped = f"  skipped: {counts['skipped']}" if counts.get("skipped") else ""
+    cost = (results.get("usage") or {}).get("cost_usd")
+    spent = f"  cost: ${cost['total']:.4f}" if cost else ""
     lines = [
-        f"rows: {counts['rows']}  ok: {counts['ok']}  errors: {counts['errors']}{samples}  "
-        f"wall time: {results['run']['wall_time_s']:.1f} s",
+        f"rows: {counts['rows']}  ok: {counts['ok']}  errors: {counts['errors']}{skipped}{samples}  "
+        f"wall time: {results['run']['wall_time_s']:.1f} s{spent}",
         "",
         _score_header(width),
         "-" * (width + 72),

@@ -33,6 +33,7 @@ from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.templates import Template
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.prepared import PreparedRequest, canonical_json
+from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
@@ -84,7 +85,12 @@ class GenerateSamples(beam.DoFn):
         self._model_name = model.name if model is not None else None
         params = config.params
         self._engine = InferenceEngine.shared(
-            self._handler, params.parallelism, params.max_retries, params.request_timeout, params.max_retry_wait
+            self._handler,
+            params.parallelism,
+            params.max_retries,
+            params.request_timeout,
+            params.max_retry_wait,
+            quota=EndpointQuota.of(config.target.endpoint, params, self._run_id),
         )
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
@@ -185,6 +191,11 @@ class GenerateSamples(beam.DoFn):
             request_hash=outcome.request_hash,
         )
         self._latency.update(int(outcome.latency_s * 1000))
+        if outcome.error is not None and outcome.error.failure_class == "budget":  # never sent: skipped
+            skipped = RowFailure("sample_generation", [str(outcome.error)], skipped=True)
+            return GeneratedRow(
+                row.row_index, row.item, {}, row.raw, skipped, info, sample_index=row.sample_index, notes=row.notes
+            )
         if outcome.error is not None or outcome.sample is None:
             message = str(outcome.error) if outcome.error else "no answer"  # the hint included
             return self._failed_row(row, f"row {row.row_index} failed inference: {message}", info)

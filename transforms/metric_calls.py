@@ -24,14 +24,16 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.key import prepared_key
 from beameval.cache.recording import RecordingHandler
+from beameval.config.params import Params
 from beameval.core.errors import EvaluatorError
-from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
 from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.scoring import metric_keys
 from beameval.inference.engine import InferenceEngine
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import PreparedRequest
+from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
@@ -109,9 +111,17 @@ class CallMetricEndpoints(beam.DoFn):
             are computed as ``ScoreRows`` computes them).
     """
 
-    def __init__(self, metric_configs: Sequence[MetricConfig], journal_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        metric_configs: Sequence[MetricConfig],
+        journal_dir: str | None = None,
+        params: Params | None = None,
+        run_id: str = "",
+    ) -> None:
         self._configs = list(metric_configs)
         self._journal_dir = journal_dir  # OUT_DIR/_responses: every successful call is recorded there
+        self._params = params or Params()  # the budget and the worker count (rate limits, EndpointQuota)
+        self._run_id = run_id
 
     def setup(self) -> None:
         endpoints = []
@@ -122,8 +132,9 @@ class CallMetricEndpoints(beam.DoFn):
             assert isinstance(metric, EndpointMetric)
             handler = metric.endpoint_handler()
             settings = metric.endpoint_settings
+            quota = EndpointQuota.of(metric.endpoint_access, self._params, self._run_id)
             engine = InferenceEngine.shared(
-                handler, settings.parallelism, settings.max_retries, settings.request_timeout
+                handler, settings.parallelism, settings.max_retries, settings.request_timeout, quota=quota
             )
             twin = resolve(config, key)
             assert isinstance(twin, EndpointMetric)
@@ -218,4 +229,8 @@ class CallMetricEndpoints(beam.DoFn):
 
     @staticmethod
     def _finished(calls: _RowCalls) -> GeneratedRow:
+        budget = [reply.error for reply in calls.replies.values() if reply.failure_class == "budget"]
+        if budget:  # a metric call was not sent for the run's budget: the row is skipped, not scored
+            failure = RowFailure("scoring", [str(budget[0])], skipped=True)
+            return dataclasses.replace(calls.row, metric_responses=None, failure=failure)
         return dataclasses.replace(calls.row, metric_responses=calls.replies)

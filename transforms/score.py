@@ -29,7 +29,7 @@ def _valid_text(text: str) -> str:
 
 
 def error_record(row: ScoredRow) -> dict[str, Any]:
-    """The ``errors/`` record of a failed row (CONTRACT.md)."""
+    """The ``errors/`` record of a failed row (README "Outputs")."""
     assert row.failure is not None
     return {
         "row_index": row.row_index,
@@ -78,7 +78,7 @@ class ScoreRows(beam.DoFn):
         )
         self._counts[0] += 1
         yield scored
-        if scored.failure is not None:
+        if scored.failure is not None and not scored.failure.skipped:
             self._counts[1] += 1
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
 

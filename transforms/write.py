@@ -33,11 +33,12 @@ _INFERENCE_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("completion_tokens", pa.int64()),
     ("request_hash", pa.string()),
     ("cached", pa.bool_()),
+    ("request", pa.string()),
 ]
 
 
 def rows_schema(score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()) -> pa.Schema:
-    """The ``rows/`` schema: CONTRACT.md's columns, one float per score, then inference facts and details."""
+    """The ``rows/`` schema: README "Outputs" columns, one float per score, then inference facts and details."""
     fields = [
         pa.field("row_index", pa.int64(), nullable=False),
         pa.field("sample_index", pa.int64(), nullable=False),
@@ -54,13 +55,17 @@ def rows_schema(score_names: list[str], label_names: list[str], detail_names: Se
     return pa.schema(fields)
 
 
+def _status(row: ScoredRow) -> str:
+    return "ok" if row.failure is None else "skipped" if row.failure.skipped else "error"
+
+
 def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     """A ScoredRow as a ``rows/`` record."""
     info = row.inference
     record: dict[str, Any] = {
         "row_index": row.row_index,
         "sample_index": row.sample_index,
-        "status": "ok" if row.failure is None else "error",
+        "status": _status(row),
         "item": row.item_json,
         "output_text": row.output_text,
         **row.scores,
@@ -73,6 +78,7 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
         "completion_tokens": info.completion_tokens,
         "request_hash": info.request_hash,
         "cached": info.cached,
+        "request": info.request,
     }
     for name in label_names:
         record[name] = row.labels.get(name)
@@ -91,7 +97,7 @@ def row_columns(rows: Sequence[ScoredRow], schema: pa.Schema, label_names: list[
     columns: dict[str, list[Any]] = {
         "row_index": [row.row_index for row in rows],
         "sample_index": [row.sample_index for row in rows],
-        "status": ["ok" if row.failure is None else "error" for row in rows],
+        "status": [_status(row) for row in rows],
         "item": [row.item_json for row in rows],
         "output_text": [row.output_text for row in rows],
         "error": [None if row.failure is None else row.failure.text for row in rows],
@@ -103,6 +109,7 @@ def row_columns(rows: Sequence[ScoredRow], schema: pa.Schema, label_names: list[
         "completion_tokens": [info.completion_tokens for info in infos],
         "request_hash": [info.request_hash for info in infos],
         "cached": [info.cached for info in infos],
+        "request": [info.request for info in infos],
     }
     for name in schema.names:
         if name in columns:

@@ -1,4 +1,4 @@
-"""The paired Student-t interval on per-row differences (CONTRACT.md, "Comparing runs")."""
+"""The paired Student-t interval on per-row differences (README "Comparing runs")."""
 
 from __future__ import annotations
 

@@ -77,4 +77,4 @@ def parse_policy(text: str, source: str) -> GatePolicy:
     try:
         return GatePolicy.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source} is invalid: {format_errors(exc)}") from None
+        raise ConfigError(f"{source} is invalid: {format_errors(exc, model=GatePolicy)}") from None

@@ -19,7 +19,7 @@ from scipy import stats
 
 __all__ = ["POWER", "minimum_detectable_effect", "rows_needed"]
 
-#: The power the contract's MDE is stated at.
+#: The power the MDE is stated at (README "Comparing runs": 80%).
 POWER = 0.8
 
 

@@ -14,7 +14,7 @@ FORMATS = ("table", "csv", "json")
 
 
 def history_record(results: dict[str, Any], output: str) -> dict[str, Any]:
-    """The contract's history line for a completed run's ``results.json``.
+    """The history line (``runs.jsonl``) for a completed run's ``results.json``.
 
     Args:
         results: the results document (with its ``provenance``).

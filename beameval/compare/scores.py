@@ -1,4 +1,4 @@
-"""One comparison record per score (CONTRACT.md's ``scores`` fields), and the overall verdict."""
+"""One comparison record per score (the ``scores`` fields of ``comparison.json``), and the overall verdict."""
 
 from __future__ import annotations
 

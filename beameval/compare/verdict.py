@@ -1,4 +1,4 @@
-"""GO / NO-GO / INCONCLUSIVE: the contract's rules for one gated score and for the whole comparison."""
+"""GO / NO-GO / INCONCLUSIVE: the gating rules (README "Comparing runs") for one score and for a comparison."""
 
 from __future__ import annotations
 

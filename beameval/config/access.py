@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from beameval.config.frozen import Frozen
+from beameval.config.quota import Pricing, RateLimit
 from beameval.core.validators import env_var_name
 from beameval.secrets.source import read_secret, secret_name
 
@@ -45,6 +46,8 @@ class EndpointAccess(Frozen):
         ca_bundle: a PEM file of CA certificates to trust instead of the system's store.
         max_response_bytes: the largest reply body accepted (after decompression); a
             larger one fails its attempt, not retried.
+        rate_limit: requests and tokens per minute for the whole job (``RateLimit``).
+        pricing: dollars per million prompt and completion tokens (``Pricing``).
 
     """
 
@@ -53,6 +56,8 @@ class EndpointAccess(Frozen):
     api_key_header: str = DEFAULT_KEY_HEADER
     ca_bundle: str | None = None
     max_response_bytes: Annotated[int, Field(ge=1024)] = DEFAULT_MAX_RESPONSE_BYTES
+    rate_limit: RateLimit | None = None
+    pricing: Pricing | None = None
 
     _key = field_validator("api_key_env")(env_var_name)
     _secret = field_validator("api_key_secret")(secret_name)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from beameval.config.access import EndpointAccess
+from beameval.config.batch import BatchSettings
 from beameval.config.frozen import Frozen
 from beameval.core.validators import header_fields, http_url
 
@@ -15,13 +16,23 @@ __all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
 _AUTH_WORDS = ("auth", "token", "key", "secret", "credential", "bearer", "cookie")
 
 
+_FORMAT_NOTE = (
+    "openai sends the request as configured; nim (the default, as in the reference SDK, so configs written "
+    "for it score the same) adds max_tokens=4096 when neither params.inference nor the request sets a token "
+    "limit. Set openai for an endpoint whose own default should apply."
+)
+
+
 class ModelTarget(EndpointAccess):
     """An OpenAI-compatible model endpoint."""
 
     url: str
     name: str
-    format: Literal["openai", "nim"] = "nim"
+    format: Annotated[Literal["openai", "nim"], Field(description=_FORMAT_NOTE)] = "nim"
     default_headers: dict[str, str] | None = None
+    #: ``online`` sends each request as it comes; ``batch`` sends them through the provider's Batch API.
+    mode: Literal["online", "batch"] = "online"
+    batch: BatchSettings = BatchSettings()
 
     _url = field_validator("url")(http_url)
 

@@ -10,10 +10,11 @@ vendor extras under ``extra_body`` (merged into the request body unchanged).
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from beameval.core.suggest import closest
 
 __all__ = ["InferenceParams", "KNOWN_REQUEST_FIELDS"]
 
@@ -61,10 +62,10 @@ class InferenceParams(BaseModel):
         for key in data:
             if key in known:
                 continue
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+            close = closest(str(key), known, cutoff=0.75)
             if close:
                 raise ValueError(
-                    f"unknown request parameter {key!r}: did you mean {close[0]!r}? "
+                    f"unknown request parameter {key!r}: did you mean {close!r}? "
                     "(a vendor-specific parameter of that name goes under extra_body)"
                 )
         return data

@@ -74,6 +74,9 @@ def _section(lines: list[str], title: str, model: type[BaseModel], seen: set[str
                 seen.add(candidate.__name__)
                 nested.append((f"`{candidate.__name__}`", candidate))
     lines.append("")
+    notes = [f"- `{name}`: {field.description}" for name, field in model.model_fields.items() if field.description]
+    if notes:
+        lines += [*notes, ""]
     for nested_title, nested_model in nested:
         _section(lines, nested_title, nested_model, seen)
 

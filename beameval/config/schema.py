@@ -55,10 +55,11 @@ class EvalConfig(Frozen):
         for position, entry in enumerate(raw):
             if not isinstance(entry, dict) or "type" not in entry:
                 raise ValueError(f"metrics[{position}] must be a mapping with a 'type' key")
+            model = config_model(entry["type"])
             try:
-                parsed.append(config_model(entry["type"]).model_validate(entry))
+                parsed.append(model.model_validate(entry))
             except ValidationError as exc:
-                raise ConfigError(format_errors(exc, prefix=f"metrics.{position}")) from None
+                raise ConfigError(format_errors(exc, prefix=f"metrics.{position}", model=model)) from None
         keys = metric_keys(parsed)
         repeated = sorted({key for key in keys if keys.count(key) > 1})
         if repeated:
@@ -103,6 +104,6 @@ def parse_config(data: Any, source: str = "config") -> EvalConfig:
     try:
         return EvalConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source} is invalid: {format_errors(exc)}") from None
+        raise ConfigError(f"{source} is invalid: {format_errors(exc, model=EvalConfig)}") from None
     except EvaluatorError as exc:
         raise ConfigError(f"{source} is invalid: {exc.message}", hint=exc.hint) from None

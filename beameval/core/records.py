@@ -35,10 +35,13 @@ class RowFailure:
     #: True for rows never sent because a strict run was already stopping; they are
     #: failed rows like any other, but never reported as the cause of the failure.
     not_sent: bool = False
+    #: True for rows never sent because the run's budget was reached (``params.budget``): status
+    #: ``skipped`` in rows/, not in errors/ and not in the aggregates; ``--resume`` sends them.
+    skipped: bool = False
 
     @property
     def text(self) -> str:
-        """Every message, separated by ``; `` (CONTRACT.md)."""
+        """Every message, separated by ``; ``."""
         return "; ".join(self.messages)
 
 
@@ -54,6 +57,8 @@ class InputRow:
     sample_index: int = 0
     #: What was changed to make the row writable (text made valid UTF-8, ...): the ``notes`` column.
     notes: list[str] = field(default_factory=list)
+    #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
+    request: str | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +73,9 @@ class InferenceInfo:
     request_hash: str | None = None
     #: True when the response came from the response store or the run's journal, not the endpoint.
     cached: bool = False
+    #: The body sent (its messages or prompt, system prompt included) as JSON, configured secrets masked:
+    #: the ``request`` column, which the report shows as the row's transcript. None when not recorded.
+    request: str | None = None
 
 
 @dataclass(slots=True)
@@ -110,6 +118,8 @@ class CallUsage:
     completion_tokens: int = 0
     #: Calls answered from the response store or the journal (not sent, so not in ``requests``).
     cache_hits: int = 0
+    #: Metric calls only: [requests, prompt tokens, completion tokens] per metric key, for costs per endpoint.
+    by_metric: dict[str, list[int]] = field(default_factory=dict)
 
     @classmethod
     def of_replies(cls, replies: dict[str, EndpointReply] | None) -> CallUsage | None:
@@ -117,11 +127,12 @@ class CallUsage:
         if not replies:
             return None
         usage = cls()
-        for reply in replies.values():
+        for key, reply in replies.items():
             if reply.cached:
                 usage.cache_hits += 1
             elif reply.attempts:
                 usage.record(reply.attempts, reply.prompt_tokens, reply.completion_tokens)
+                usage.by_metric[key] = [1, reply.prompt_tokens or 0, reply.completion_tokens or 0]
         return usage
 
     def record(self, attempts: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
@@ -138,15 +149,29 @@ class CallUsage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cache_hits += other.cache_hits
+        for key, counts in other.by_metric.items():
+            mine = self.by_metric.setdefault(key, [0, 0, 0])
+            for index, count in enumerate(counts):
+                mine[index] += count
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent (CONTRACT.md)."""
+        """The ``results.json`` usage fields; ``cache.misses`` are the requests sent."""
         return {
             "requests": self.requests,
             "attempts": self.attempts,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cache": {"hits": self.cache_hits, "misses": self.requests},
+            **(
+                {
+                    "by_metric": {
+                        key: {"requests": r, "prompt_tokens": p, "completion_tokens": c}
+                        for key, (r, p, c) in sorted(self.by_metric.items())
+                    }
+                }
+                if self.by_metric
+                else {}
+            ),
         }
 
 

@@ -37,6 +37,7 @@ class RunSummary:
     rows: int = 0
     errors: int = 0
     not_sent: int = 0
+    skipped: int = 0
     scores: dict[str, ScoreAccumulator] = field(default_factory=dict)
     labels: dict[str, Counter[str]] = field(default_factory=dict)
     corpus: dict[str, list[float]] = field(default_factory=dict)
@@ -46,8 +47,11 @@ class RunSummary:
     metric_calls: CallUsage = field(default_factory=CallUsage)
 
     def add(self, row: ScoredRow) -> None:
-        """Fold one scored row in."""
+        """Fold one scored row in (a skipped row only counts: the aggregates cover the rows evaluated)."""
         self.rows += 1
+        if row.failure is not None and row.failure.skipped:
+            self.skipped += 1
+            return
         for name, value in row.scores.items():
             accumulator = self.scores.get(name)
             if accumulator is None:
@@ -83,6 +87,7 @@ class RunSummary:
             merged.rows += part.rows
             merged.errors += part.errors
             merged.not_sent += part.not_sent
+            merged.skipped += part.skipped
             merged.target_calls.add(part.target_calls)
             merged.metric_calls.add(part.metric_calls)
             for name, counts in part.labels.items():
@@ -102,7 +107,12 @@ class RunSummary:
         """JSON-ready data for the driver: counts, score statistics, raw corpus sums, usage."""
         latency = score_result(self.latency_ms, "latency_ms")
         return {
-            "counts": {"rows": self.rows, "ok": self.rows - self.errors, "errors": self.errors},
+            "counts": {
+                "rows": self.rows,
+                "ok": self.rows - self.errors - self.skipped,
+                "errors": self.errors,
+                **({"skipped": self.skipped} if self.skipped else {}),
+            },
             "not_sent": self.not_sent,
             "scores": {name: score_result(acc, name) for name, acc in self.scores.items()},
             "labels": {name: dict(counts) for name, counts in self.labels.items()},

@@ -9,7 +9,6 @@ of the config (prompt, metrics, judge prompts, agent and remote bodies) before a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from jinja2 import nodes
 from jinja2.exceptions import TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
+
+from beameval.core.suggest import closest
 
 __all__ = ["FieldUse", "item_fields", "missing_fields"]
 
@@ -75,8 +76,8 @@ def missing_fields(uses: Iterable[FieldUse], rows: Sequence[Mapping[str, Any]]) 
         if use.field in present or (use.where, use.field) in seen or _is_method(use.field):
             continue
         seen.add((use.where, use.field))
-        close = difflib.get_close_matches(use.field, sorted(present), n=1, cutoff=0.6)
-        meant = f" (did you mean item.{close[0]}?)" if close else ""
+        close = closest(use.field, present)
+        meant = f" (did you mean item.{close}?)" if close else ""
         messages.append(
             f"{use.where} reads item.{use.field}, which none of the first {len(rows)} row(s) has{meant}; "
             f"the rows have: {', '.join(sorted(present)) or 'no fields'}"

@@ -21,7 +21,9 @@ from beameval.inference.http_client import HttpClient
 from beameval.inference.limiter import AdaptiveLimiter
 from beameval.inference.loop import background_loop, stop_background_loop
 from beameval.inference.outcome import Outcome
+from beameval.inference.pacing import Pacer
 from beameval.inference.prepared import PreparedRequest
+from beameval.inference.quota import EndpointQuota
 from beameval.inference.retry import RetryPolicy, call_with_retries
 from beameval.inference.targets.base import TargetHandler
 
@@ -41,7 +43,8 @@ class InferenceEngine:
     Get one with ``InferenceEngine.shared(...)``: engines are registered per
     ``handler.endpoint_key`` and process, so every DoFn instance (and the LLM judge) in a
     worker shares one aiohttp keep-alive pool (``HttpClient``, ``parallelism`` connections,
-    created on the engine's loop) and one ``AdaptiveLimiter`` per endpoint. Settings come
+    created on the engine's loop), one ``AdaptiveLimiter`` and one ``Pacer`` (request and
+    token rates, advertised limits, the run's budget) per endpoint. Settings come
     from the first ``shared`` call for a key; the TLS trust store and the reply-size cap
     come from the handler.
 
@@ -52,6 +55,8 @@ class InferenceEngine:
         request_timeout: seconds for one whole attempt (connect, send, read the full
             reply); None means 600 s.
         rng: the jitter source (a fresh ``random.Random`` when None).
+        quota: the endpoint's rate limit, pricing and the run's budget (None: only the
+            limits the endpoint advertises in its replies).
 
     """
 
@@ -68,6 +73,7 @@ class InferenceEngine:
         *,
         rng: RandomSource | None = None,
         max_retry_wait: float = MAX_RETRY_WAIT_S,
+        quota: EndpointQuota | None = None,
     ) -> None:
         self.endpoint_key = handler.endpoint_key
         self._registry_key = self.endpoint_key
@@ -85,6 +91,7 @@ class InferenceEngine:
         )
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
+        self.pacer = Pacer(quota or EndpointQuota(), self.endpoint_key)
         self._rng = rng or random.Random()
         self._policies: dict[tuple[int, bool], RetryPolicy] = {}
         self._counters = EngineCounters()
@@ -104,6 +111,7 @@ class InferenceEngine:
         max_retries: int,
         request_timeout: float | None,
         max_retry_wait: float = MAX_RETRY_WAIT_S,
+        quota: EndpointQuota | None = None,
     ) -> InferenceEngine:
         """Return this process's engine for ``handler.endpoint_key``, creating it on first use.
 
@@ -113,6 +121,7 @@ class InferenceEngine:
             max_retries: default retries per request.
             request_timeout: seconds per attempt (None: 600 s).
             max_retry_wait: the longest wait between attempts (``params.max_retry_wait``).
+            quota: the endpoint's rate limit, pricing and the run's budget (``EndpointQuota.of``).
 
         Returns:
             The shared engine for this endpoint, concurrency limit and timeout (a process
@@ -120,7 +129,7 @@ class InferenceEngine:
             ``max_retries`` is only a default, callers pass their own per request).
 
         """
-        settings = (parallelism, request_timeout, handler.ca_bundle, handler.max_response_bytes, max_retry_wait)
+        settings = (parallelism, request_timeout, handler.ca_bundle, handler.max_response_bytes, max_retry_wait, quota)
         key = "|".join(map(str, (handler.endpoint_key, *settings)))
         with cls._registry_lock:
             if cls._registry_pid != os.getpid():  # forked: the parent's engines are not ours
@@ -128,7 +137,9 @@ class InferenceEngine:
                 cls._registry_pid = os.getpid()
             engine = cls._registry.get(key)
             if engine is None or engine._closed:
-                engine = cls(handler, parallelism, max_retries, request_timeout, max_retry_wait=max_retry_wait)
+                engine = cls(
+                    handler, parallelism, max_retries, request_timeout, max_retry_wait=max_retry_wait, quota=quota
+                )
                 engine._registry_key = key
                 cls._registry[key] = engine
             return engine
@@ -200,7 +211,13 @@ class InferenceEngine:
 
     async def _call(self, prepared: PreparedRequest, handler: TargetHandler, policy: RetryPolicy) -> Outcome:
         outcome = await call_with_retries(
-            self._client, self.limiter, handler, prepared, policy, client_headers=self._client_headers
+            self._client,
+            self.limiter,
+            handler,
+            prepared,
+            policy,
+            client_headers=self._client_headers,
+            pacer=self.pacer,
         )
         self._counters.add(outcome)
         return outcome
@@ -330,6 +347,7 @@ class InferenceEngine:
         if others:
             await asyncio.gather(*others, return_exceptions=True)
         await self._client.aclose()
+        await self.pacer.aclose()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

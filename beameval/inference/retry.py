@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 from beameval.core.errors import EndpointError
 from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource, retry_wait, wait_too_long
+from beameval.inference.budget import BudgetExhausted
 from beameval.inference.classify import Failure, classify, safe_url
 from beameval.inference.limiter import AdaptiveLimiter
 from beameval.inference.outcome import Outcome
+from beameval.inference.pacing import Charge, Pacer
 from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets.base import TargetHandler
 
@@ -73,6 +75,7 @@ async def call_with_retries(
     policy: RetryPolicy,
     *,
     client_headers: Mapping[str, str] | None = None,
+    pacer: Pacer | None = None,
 ) -> Outcome:
     """Send ``prepared`` until it succeeds, fails for good, or runs out of retries.
 
@@ -88,6 +91,9 @@ async def call_with_retries(
         policy: retries, jitter and clocks.
         client_headers: the headers the client already sends by default; when
             ``prepared.headers`` equals them, none are passed per request.
+        pacer: the endpoint's rate and budget gate: each attempt waits for it before
+            taking a slot and is corrected by its reply; a refused budget ends the
+            request unsent (``failure_class`` ``"budget"``).
 
     Returns:
         The outcome; ``attempts`` counts HTTP attempts.
@@ -114,6 +120,15 @@ async def call_with_retries(
         status: int | None = None
         sample: dict[str, Any] | None = None
         better: PreparedRequest | None = None
+        charge: Charge | None = None
+        reply_headers: Mapping[str, str] | None = None
+        if pacer is not None:
+            try:
+                charge = await pacer.admit(prepared.body, len(content))
+            except BudgetExhausted as exc:
+                error = EndpointError(str(exc), failure_class="budget", attempts=attempt - 1)
+                latency = 0.0 if started is None else clock() - started
+                return Outcome(None, error, None, attempt - 1, latency, digest, None, None, tuple(classes))
         async with limiter.slot():
             if started is None:
                 started = clock()
@@ -121,7 +136,12 @@ async def call_with_retries(
                 response = await client.post(url, content=content, headers=headers)
             except Exception as exc:  # classified below; cancellation propagates
                 failure: Failure | None = classify(exc, url=url, secrets=secrets)
+            except BaseException:  # cancelled: the attempt's charge is settled as unanswered
+                if charge is not None and pacer is not None:
+                    pacer.settle(charge, None, None, None)
+                raise
             else:
+                reply_headers = response.headers
                 status = response.status_code
                 if 200 <= status < 300:
                     try:
@@ -136,6 +156,8 @@ async def call_with_retries(
                     if not failure.retryable and not revised:
                         better = handler.revise(prepared, status, response.content)
             limiter.record(failure)
+        if charge is not None and pacer is not None:
+            pacer.settle(charge, reply_headers, status, _usage(sample))
         if failure is None:
             assert sample is not None
             usage = sample.get("usage")
@@ -166,6 +188,11 @@ async def call_with_retries(
             error = _final_error(failure, attempt, url, status)
             return Outcome(None, error, status, attempt, clock() - started, digest, None, None, tuple(classes))
         await policy.sleep(retry_wait(failure, attempt, policy.rng, policy.max_wait))
+
+
+def _usage(sample: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    usage = sample.get("usage") if sample is not None else None
+    return usage if isinstance(usage, Mapping) else None
 
 
 def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import beameval.metrics.builtin  # noqa: F401  (imported for its side effect: every built-in metric registers)
 from beameval.core.errors import ConfigError
+from beameval.core.suggest import closest
 from beameval.metrics.base import REGISTRY, Metric, MetricConfig
 
 __all__ = ["config_model", "metric_class", "metric_types", "resolve"]
@@ -30,7 +31,10 @@ def config_model(type_name: str) -> type[MetricConfig]:
     try:
         return REGISTRY[type_name].config_class
     except KeyError:
-        raise ConfigError(f"unknown metric type {type_name!r}; valid types are: {', '.join(metric_types())}.") from None
+        meant = closest(str(type_name), metric_types())
+        hint = f" Did you mean {meant!r}?" if meant else ""
+        valid = ", ".join(metric_types())
+        raise ConfigError(f"unknown metric type {type_name!r}; valid types are: {valid}.{hint}") from None
 
 
 def metric_class(type_name: str) -> type[Metric[Any]]:

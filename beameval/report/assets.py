@@ -74,6 +74,20 @@ padding:8px;border-radius:6px;font-size:12px}
 a{color:var(--accent)}
 .scroll{overflow-x:auto;max-width:100%}
 .interval{white-space:nowrap}
+table.sticky tr>:first-child,.browse tr.sum>td:first-child,.browse thead th:first-child{position:sticky;left:0;
+z-index:1;box-shadow:1px 0 0 var(--line)}
+table.sticky tbody tr>:first-child,.browse tr.sum>td:first-child{background:var(--card)}
+.sortable tbody th{font-weight:500;background:var(--card)}
+svg .grid{stroke:#e9ecf3}svg .mean-label{fill:var(--fg);font-weight:600}
+.transcript{border-left:3px solid var(--line);padding-left:10px;margin:4px 0 10px}
+.turn .label{text-transform:none}.turn.system .label{color:#6b5b95}.turn.user .label{color:var(--accent)}
+.turn.assistant .label{color:var(--ok)}.turn.judge .label{color:#a0522d}
+.turn.system pre{background:#f7f5fb}.turn.assistant pre{background:#f3faf6}.turn.judge pre{background:#fcf6f1}
+.request-params,.judge-scores{font-size:12px;color:var(--muted);margin:0 0 8px}
+.v-GO{color:var(--ok)}.v-NO-GO{color:var(--bad)}.v-INCONCLUSIVE{color:var(--warn)}
+table.scores td,table.scores th{padding:4px 5px;font-size:13px}
+table.sides{width:auto;margin:6px 0 12px}table.sides td,table.sides th{border:1px solid var(--line);padding:4px 10px;
+text-align:left;vertical-align:top}table.sides td.num{text-align:right}
 """
 
 SCRIPT = """

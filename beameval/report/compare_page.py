@@ -1,47 +1,54 @@
 """``render_comparison_report``: ``comparison.json`` and its flipped rows as a self-contained HTML page.
 
-Shows the verdict in one line, a forest plot of every score's delta with its interval and
-the gate, the per-score table (means, delta, interval, test, p-value, MDE, paired counts),
-and the flipped rows with baseline and candidate outputs side by side. A flip record is
-read leniently (``baseline``/``candidate`` objects with ``output_text`` and ``scores``, or
-flat ``baseline_output``/``candidate_output`` fields), so the page survives format tweaks.
+Shows who is compared (model, run id, date and rows of each side), the verdict in one
+line, every score's delta with its interval and gate on one common axis, the per-score
+table (means, delta, interval, margin, the two-sided p and the regression test's p,
+saying which is adjusted, MDE, paired counts), the per-group table when the comparison
+has groups, and the flipped rows with baseline and candidate outputs side by side.
+
+Both shapes of the gate are read: the margin tests (``margin``, ``p_noninferiority``,
+``p_regression``, ``p_regression_adjusted``, ``groups``) and the earlier one
+(``max_drop`` in the policy, ``p_value_adjusted``). A flip record is read leniently
+(``baseline``/``candidate`` objects with ``output_text`` and ``scores``, or flat
+``baseline_output``/``candidate_output`` fields), so the page survives format tweaks.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from beameval.report.charts import forest_plot
-from beameval.report.html import attr, esc, interval, kv_table, num, page, redact, table
+from beameval.report.html import attr, breakable, esc, interval, kv_table, num, page, pval, redact, table
 from beameval.report.rows import TEXT_BUDGET, as_text, cut_text
 
-__all__ = ["flip_direction", "gate_thresholds", "render_comparison_report"]
+__all__ = ["GROUP_CAP", "comparison_title", "flip_direction", "gate_thresholds", "render_comparison_report"]
+
+#: Groups drawn per ``by`` field, largest first (as on the run page); the rest are summarised.
+GROUP_CAP = 50
 
 #: Flip-record keys shown in the table itself; the rest (item, row indices, …) goes in the detail line.
 _SHOWN_FLIP_KEYS = frozenset(
     {"key", "baseline", "candidate", "baseline_output", "candidate_output", "baseline_scores", "candidate_scores"}
 )
-
-_COLUMNS = [
-    ("n_paired", "paired"),
-    ("unpaired_baseline", "unpaired (baseline)"),
-    ("unpaired_candidate", "unpaired (candidate)"),
-    ("baseline_mean", "baseline"),
-    ("candidate_mean", "candidate"),
-    ("delta", "delta"),
-    ("delta_stderr", "stderr"),
-    ("test", "test"),
-    ("p_value", "p"),
-    ("mde", "MDE"),
-    ("improved", "improved"),
-    ("regressed", "regressed"),
-]
+_SIDES = ("baseline", "candidate")
 
 
 def gate_thresholds(comparison: Mapping[str, Any]) -> dict[str, float]:
-    """``max_drop`` per gated score: the policy's, or 0 for every score when the policy names none."""
+    """The margin (largest allowed drop) per gated score.
+
+    From each score's ``margin`` when the comparison has them (a null margin, or
+    ``gated: false``, is a score that is reported, not gated); else the policy's
+    ``max_drop``; else 0 for every score, as the earlier gate did without a policy.
+    """
+    scores = [s for s in comparison.get("scores") or [] if isinstance(s, Mapping)]
+    if any("margin" in s for s in scores):
+        return {
+            str(s.get("name")): float(s["margin"])
+            for s in scores
+            if isinstance(s.get("margin"), int | float) and s.get("gated", True) is not False
+        }
     policy = comparison.get("policy") or {}
     named = policy.get("scores") if isinstance(policy, Mapping) else None
     if isinstance(named, Mapping) and named:
@@ -50,13 +57,13 @@ def gate_thresholds(comparison: Mapping[str, Any]) -> dict[str, float]:
             for k, v in named.items()
             if isinstance(v, Mapping) and isinstance(v.get("max_drop", 0.0), int | float)
         }
-    return {str(s.get("name")): 0.0 for s in comparison.get("scores") or [] if isinstance(s, Mapping)}
+    return {str(s.get("name")): 0.0 for s in scores}
 
 
 def render_comparison_report(
     comparison: Mapping[str, Any], flips: Sequence[Mapping[str, Any]], *, total_flips: int | None = None
 ) -> str:
-    """The comparison page: verdict, forest plot, score table, paired counts, flipped rows, policy.
+    """The comparison page: sides, verdict, forest plot, score table, groups, flipped rows, policy.
 
     Args:
         comparison: the ``comparison.json`` document.
@@ -69,18 +76,18 @@ def render_comparison_report(
     scores = [s for s in comparison.get("scores") or [] if isinstance(s, Mapping)]
     thresholds = gate_thresholds(comparison)
     verdict = str(comparison.get("verdict") or "UNKNOWN")
-    title = "Comparison report"
+    title = comparison_title(comparison)
     body = [
         "<main>",
         f"<h1>{esc(title)}</h1>",
         _sides(comparison),
         f'<section id="verdict"><p><span class="verdict {attr(verdict)}">{esc(verdict)}</span> '
         f"{esc(_verdict_line(comparison, scores, thresholds))}</p></section>",
-        '<section id="forest"><h2>Deltas (candidate − baseline)</h2><p class="sub">Dot: delta; line: its '
-        "interval; grey: zero; red dashes: the gate (−max_drop).</p>"
-        + (forest_plot(scores, thresholds) or "<p>No score has a delta.</p>")
-        + "</section>",
-        _score_table(scores, thresholds),
+        '<section id="forest"><h2>Deltas (candidate − baseline)</h2><p class="sub">One axis for every score. '
+        "Dot: delta; line: its interval; grey line: zero; red dashes: −margin, the largest drop the gate "
+        "allows.</p>" + (forest_plot(scores, thresholds) or "<p>No score has a delta.</p>") + "</section>",
+        _score_table(comparison, scores, thresholds),
+        _groups(comparison),
         _flips(flips, total_flips),
         _policy(comparison),
         "</main>",
@@ -88,9 +95,66 @@ def render_comparison_report(
     return page(title, "".join(body))
 
 
+def _side_model(side: Any) -> str | None:
+    if not isinstance(side, Mapping):
+        return None
+    seen = [str(m["model"]) for m in side.get("models_seen") or [] if isinstance(m, Mapping) and m.get("model")]
+    return ", ".join(dict.fromkeys(seen)) or (str(side["target_model"]) if side.get("target_model") else None)
+
+
+def _side_date(side: Any) -> str:
+    return str(side.get("finished_at") or side.get("started_at") or "") if isinstance(side, Mapping) else ""
+
+
+def comparison_title(comparison: Mapping[str, Any]) -> str:
+    """``CANDIDATE MODEL vs BASELINE MODEL, DATE`` (the candidate's date), or a generic title without them."""
+    base, cand = (_side_model(comparison.get(side)) for side in _SIDES)
+    date = _side_date(comparison.get("candidate"))[:10]
+    if not (base or cand):
+        return "Comparison report" + (f", {date}" if date else "")
+    title = f"{cand or 'candidate'} vs {base or 'baseline'} (baseline)"
+    return f"{title}, {date}" if date else title
+
+
 def _sides(comparison: Mapping[str, Any]) -> str:
-    pairs = [(k, comparison[k]) for k in ("baseline", "candidate", "key") if comparison.get(k) is not None]
-    return f'<p class="sub">{" · ".join(f"{esc(k)}: {esc(v)}" for k, v in pairs)}</p>' if pairs else ""
+    """Who is compared: one line per side (model, run id, date, rows, where its outputs are)."""
+    counts = comparison.get("counts") or {}
+    rows = []
+    for side in _SIDES:
+        value = comparison.get(side)
+        if value is None:
+            continue
+        info = value if isinstance(value, Mapping) else {"output": value}
+        total, failed = counts.get(f"{side}_rows"), counts.get(f"failed_{side}")
+        shown = num(total) + (f" ({num(failed)} failed)" if isinstance(failed, int) and failed else "")
+        rows.append(
+            (
+                f"<b>{side}</b>",
+                esc(_side_model(info) or "–"),
+                f"<code>{esc(info.get('run_id') or '–')}</code>",
+                esc(_side_date(info) or "–"),
+                shown if total is not None else "–",
+                f"<code>{esc(info.get('output') or '–')}</code>",
+            )
+        )
+    if not rows:
+        return ""
+    key = comparison.get("key")
+    paired = counts.get("paired")
+    line = " · ".join(
+        part
+        for part in (
+            f"rows paired by <code>{esc(key)}</code>" if key else "",
+            f"{num(paired)} paired" if paired else "",
+        )
+        if part
+    )
+    return (
+        '<section id="sides">'
+        + table(["", "model", "run id", "date", "rows", "output"], rows, cls="sides")
+        + (f'<p class="sub">{line}</p>' if line else "")
+        + "</section>"
+    )
 
 
 def _verdict_line(
@@ -111,27 +175,125 @@ def _verdict_line(
     return text + "."
 
 
-def _score_table(scores: Sequence[Mapping[str, Any]], gates: Mapping[str, float]) -> str:
-    head = ["score", *(label for _, label in _COLUMNS[:7]), "interval", *(label for _, label in _COLUMNS[7:])]
-    head += ["gate", "verdict"]
-    rows = []
-    for s in scores:
-        cells = [esc(s.get("name"))]
-        for key, _ in _COLUMNS[:7]:
-            cells.append(f'<span class="num">{num(s.get(key))}</span>')
+def _adjustment(comparison: Mapping[str, Any]) -> str:
+    """How the gate's p-values were adjusted, for the column heads (``Holm-adjusted``, ``not adjusted``)."""
+    policy = comparison.get("policy") or {}
+    correction = policy.get("correction", "holm") if isinstance(policy, Mapping) else "holm"
+    return "not adjusted" if correction in (None, "none") else f"{str(correction).capitalize()}-adjusted"
+
+
+Cell = Callable[[Mapping[str, Any], Mapping[str, float]], str]
+
+
+def _columns(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]]) -> list[tuple[str, Cell]]:
+    """The score table's columns: those of the margin tests when present, else those of the earlier gate."""
+    adjusted = _adjustment(comparison)
+
+    def has(key: str) -> bool:
+        return any(key in s for s in scores)
+
+    def margin(s: Mapping[str, Any], gates: Mapping[str, float]) -> str:
+        gate = gates.get(str(s.get("name")))
+        return "not gated" if gate is None else f"−{num(gate)}" if gate else "0"
+
+    def ci(s: Mapping[str, Any], _: Mapping[str, float]) -> str:
         level = s.get("confidence_level")
         shown = f"{round(float(level) * 100, 2):g}% " if isinstance(level, int | float) else ""
-        cells.append(f'{shown}<span class="interval">{interval(s.get("ci_low"), s.get("ci_high"))}</span>')
-        for key, _ in _COLUMNS[7:]:
-            cells.append(num(s.get(key)) if key != "test" else esc(s.get(key)))
-        gate = gates.get(str(s.get("name")))
-        cells.append("not gated" if gate is None else f"max drop {num(gate)}")
-        cells.append(f'<b class="v-{attr(s.get("verdict"))}">{esc(s.get("verdict"))}</b>')
-        rows.append(cells)
+        return f'{shown}<span class="interval">{interval(s.get("ci_low"), s.get("ci_high"))}</span>'
+
+    def pair_counts(s: Mapping[str, Any], _: Mapping[str, float]) -> str:
+        unpaired = [s.get(k) for k in ("unpaired_baseline", "unpaired_candidate")]
+        extra = f"<br><small>unpaired {num(unpaired[0])} / {num(unpaired[1])}</small>" if any(unpaired) else ""
+        return f'<span class="num">{num(s.get("n_paired"))}</span>{extra}'
+
+    columns: list[tuple[str, Cell]] = [
+        ("pairs", pair_counts),
+        ("baseline", lambda s, _: num(s.get("baseline_mean"))),
+        ("candidate", lambda s, _: num(s.get("candidate_mean"))),
+        ("delta", lambda s, _: f"<b>{num(s.get('delta'))}</b><br><small>± {num(s.get('delta_stderr'))} se</small>"),
+        ("interval", ci),
+        ("margin", margin),
+        (
+            "p (δ = 0, two-sided, not adjusted)",
+            lambda s, _: f"{pval(s.get('p_value'))}<br><small>{esc(s.get('test'))}</small>",
+        ),
+    ]
+    if has("p_regression") or has("p_regression_adjusted"):
+        columns.append(
+            (
+                f"p regression (δ < −margin), {adjusted}",
+                lambda s, _: (
+                    f"{pval(s.get('p_regression_adjusted'))}"
+                    f"<br><small>{pval(s.get('p_regression'))} not adjusted</small>"
+                ),
+            )
+        )
+    elif has("p_value_adjusted"):
+        columns.append((f"p (δ = 0), {adjusted}", lambda s, _: pval(s.get("p_value_adjusted"))))
+    if has("p_noninferiority"):
+        columns.append(("p non-inferiority (δ > −margin)", lambda s, _: pval(s.get("p_noninferiority"))))
+    columns += [
+        ("MDE", lambda s, _: num(s.get("mde"))),
+        ("improved / regressed", lambda s, _: f"{num(s.get('improved'))} / {num(s.get('regressed'))}"),
+        ("verdict", lambda s, _: f'<b class="v-{attr(s.get("verdict"))}">{esc(s.get("verdict"))}</b>'),
+    ]
+    return columns
+
+
+def _score_table(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]], gates: Mapping[str, float]) -> str:
+    columns = _columns(comparison, scores)
+    rows = [[breakable(s.get("name")), *(cell(s, gates) for _, cell in columns)] for s in scores]
     return (
-        f'<section id="scores"><h2>Scores and paired counts</h2><div class="scroll">'
-        f"{table([esc(h) for h in head], rows)}</div></section>"
+        '<section id="scores"><h2>Scores and paired counts</h2><div class="scroll">'
+        + table(["score", *(esc(label) for label, _ in columns)], rows, cls="grid sticky scores")
+        + "</div></section>"
     )
+
+
+def _pairs(group: Mapping[str, Any]) -> int:
+    pairs = group.get("n_paired")
+    return pairs if isinstance(pairs, int) else 0
+
+
+def _groups(comparison: Mapping[str, Any]) -> str:
+    """Per group (``groups``, when the comparison has them): pairs, and each score's delta, interval and verdict."""
+    groups = [g for g in comparison.get("groups") or [] if isinstance(g, Mapping)]
+    if not groups:
+        return ""
+    out = ['<section id="groups"><h2>Groups</h2>']
+    for by in dict.fromkeys(str(g.get("by")) for g in groups):
+        entries = sorted(
+            (g for g in groups if str(g.get("by")) == by),
+            key=lambda g: (-_pairs(g), str(g.get("value"))),
+        )
+        names = list(dict.fromkeys(str(s.get("name")) for g in entries for s in g.get("scores") or []))
+        rows = []
+        for entry in entries[:GROUP_CAP]:
+            found = {str(s.get("name")): s for s in entry.get("scores") or [] if isinstance(s, Mapping)}
+            cells = [esc("null" if entry.get("value") is None else entry.get("value")), num(entry.get("n_paired"))]
+            for name in names:
+                s = found.get(name)
+                cells.append(
+                    ""
+                    if s is None
+                    else f'{num(s.get("delta"))} <span class="interval">{interval(s.get("ci_low"), s.get("ci_high"))}'
+                    f'</span><br><b class="v-{attr(s.get("verdict"))}">{esc(s.get("verdict"))}</b>'
+                )
+            rows.append(cells)
+        rest = entries[GROUP_CAP:]
+        note = (
+            f'<p class="note groups-rest" data-by="{attr(by)}">The {GROUP_CAP:,} largest of {len(entries):,} '
+            f"groups are shown; comparison.json holds the other {len(rest):,}.</p>"
+            if rest
+            else ""
+        )
+        out.append(
+            f'<h3>by {esc(by)} ({len(entries):,} groups)</h3>{note}<div class="scroll">'
+            + table([esc(by), "pairs", *(breakable(n) for n in names)], rows, cls="grid sticky groups")
+            + "</div>"
+        )
+    out.append("</section>")
+    return "".join(out)
 
 
 def _side(flip: Mapping[str, Any], side: str) -> tuple[Any, Mapping[str, Any]]:
@@ -206,6 +368,6 @@ def _flips(flips: Sequence[Mapping[str, Any]], total: int | None) -> str:
 
 
 def _policy(comparison: Mapping[str, Any]) -> str:
-    skip = {"scores", "verdict", "message"}
+    skip = {"scores", "verdict", "message", "groups", "baseline", "candidate"}
     rest = [(k, v) for k, v in redact(dict(comparison)).items() if k not in skip]
     return f'<section id="provenance"><h2>Policy and provenance</h2>{kv_table(rest)}</section>' if rest else ""

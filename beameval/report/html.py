@@ -20,12 +20,14 @@ from beameval.report.assets import SCRIPT, STYLE
 
 __all__ = [
     "attr",
+    "breakable",
     "data_json",
     "esc",
     "interval",
     "kv_table",
     "num",
     "page",
+    "pval",
     "redact",
     "table",
 ]
@@ -41,6 +43,11 @@ _URL_KEY_PARAM = re.compile(r"([?&](?:key|api_key|apikey|token|access_token|sig|
 def esc(value: Any) -> str:
     """Text for an HTML element body: ``None`` is empty, everything else is ``str()`` escaped."""
     return "" if value is None else html.escape(str(value), quote=False)
+
+
+def breakable(name: Any) -> str:
+    """A score name for a narrow column head: escaped, with line-break chances after ``.`` and ``_``."""
+    return esc(name).replace(".", ".<wbr>").replace("_", "_<wbr>")
 
 
 def attr(value: Any) -> str:
@@ -72,6 +79,15 @@ def num(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}" if math.isfinite(value) else "–"
     return esc(value)
+
+
+def pval(value: Any) -> str:
+    """A p-value as shown: scientific below 0.001 (``9.50e-07``, never ``0.0000``), else 3 significant digits."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return "–"
+    if value == 0:
+        return "0"
+    return f"{value:.2e}" if abs(value) < 1e-3 else f"{value:.3g}"
 
 
 def interval(low: Any, high: Any) -> str:

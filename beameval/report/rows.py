@@ -1,4 +1,11 @@
-"""The rows browser: sampled ``rows/`` records as a filterable table, each row opening to its details.
+"""The rows browser: sampled ``rows/`` records as a filterable table, each row opening to its transcript.
+
+A row opens to what happened to it, in order, as inspect's viewer shows a sample: the
+request sent to the target (its ``system``, ``user``, … messages, or its prompt, from the
+``request`` column), the ``assistant``'s answer, and each LLM judge's prompt and reply
+(from the judge's ``<key>.reply`` column) with the scores it gave; then the reference,
+the scores and facts, and the error. Rows written before ``rows/`` had a ``request``
+column show the item instead, and say so.
 
 Every value is escaped here, in Python; the page's script only hides and shows what is
 already there (see ``assets.py``). Long texts are cut so the page stays small however
@@ -12,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from beameval.report.html import attr, data_json, esc, num
+from beameval.report.html import attr, breakable, data_json, esc, num, redact
 
 __all__ = [
     "STANDARD_COLUMNS",
@@ -30,10 +37,14 @@ __all__ = [
 STANDARD_COLUMNS = frozenset(
     {
         "row_index", "sample_index", "status", "item", "output_text", "error", "latency_ms", "attempts",
-        "http_status", "prompt_tokens", "completion_tokens", "request_hash", "cached", "prompt",
-        "failure", "phase", "metric",
+        "http_status", "prompt_tokens", "completion_tokens", "request_hash", "cached",
+        "failure", "phase", "metric", "request", "notes",
     }
 )  # fmt: skip
+#: A judge's detail column (``llm-judge.reply``): ``{"text", "model", "request"?}`` as JSON.
+_JUDGE_REPLY = ".reply"
+#: Request fields shown as the transcript's turns; the others (model, temperature, …) as one facts line.
+_TURN_FIELDS = ("messages", "prompt", "input")
 _REFERENCE_KEYS = ("reference", "answer", "expected", "expected_output", "target", "ground_truth", "gold")
 _ITEM_FIELD = re.compile(r"\{\{\s*item\.([A-Za-z_][\w.]*)")
 #: Characters of all embedded row text, so 2,000 long rows cannot make a page of tens of MB.
@@ -99,13 +110,6 @@ def as_text(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
-def _block(label: str, value: Any, limit: int) -> str:
-    text = as_text(value)
-    if not text:
-        return ""
-    return f'<div class="label">{esc(label)}</div><pre>{esc(cut_text(text, limit))}</pre>'
-
-
 def rows_browser(
     rows: Sequence[Mapping[str, Any]],
     score_names: Sequence[str],
@@ -127,9 +131,10 @@ def rows_browser(
     Returns:
         The table's HTML.
     """
-    limit = max(200, min(2000, TEXT_BUDGET // max(1, 3 * len(rows))))
+    # A transcript has up to ~6 blocks (system, user, assistant, judge prompt and reply, reference) plus markup.
+    limit = max(120, min(2000, TEXT_BUDGET // max(1, 10 * len(rows))))
     scores = [name for name in score_names if any(name in row for row in rows[:50])] or list(score_names)
-    head = "".join(f"<th>{esc(name)}</th>" for name in scores)
+    head = "".join(f"<th>{breakable(name)}</th>" for name in scores)
     parts = [
         f'<table class="browse" id="{attr(table_id)}"><thead><tr><th>row</th><th>status</th>{head}'
         "<th>output</th><th>error</th></tr></thead>"
@@ -172,29 +177,133 @@ def _row(
     )
 
 
+def _turn(role: str, text: str, limit: int, titles: dict[str, int], cls: str = "") -> str:
+    """One titled block of the transcript; a repeated title is numbered, so no two blocks share one."""
+    titles[role] = titles.get(role, 0) + 1
+    title = role if titles[role] == 1 else f"{role} {titles[role]}"
+    kind = cls or role.split(" ", 1)[0]
+    shown = redact(cut_text(text, limit))  # URL credentials and key parameters; cut first: regexes cost per character
+    return f'<div class="turn {attr(kind)}"><div class="label">{esc(title)}</div><pre>{esc(shown)}</pre></div>'
+
+
+def _content(value: Any) -> str:
+    """A message's content as text: a string, or the text parts of a list of parts, else JSON."""
+    if isinstance(value, list) and all(isinstance(p, Mapping) for p in value):
+        texts = [str(p["text"]) for p in value if isinstance(p.get("text"), str)]
+        if len(texts) == len(value):
+            return "\n".join(texts)
+    return as_text(value)
+
+
+def _request_turns(request: Any, limit: int, titles: dict[str, int], prefix: str = "") -> list[str]:
+    """The turns of a request body: its messages by role, or its prompt / input, then its other fields."""
+    body = _decoded(request)
+    if not isinstance(body, Mapping):
+        return [_turn(f"{prefix}request", as_text(body), limit, titles, "request")] if body else []
+    turns = []
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in messages:
+            if not isinstance(message, Mapping):
+                continue
+            role = str(message.get("role") or "message")
+            text = _content(message.get("content"))
+            if message.get("tool_calls"):
+                text += ("\n" if text else "") + as_text(redact(message["tool_calls"]))
+            turns.append(_turn(f"{prefix}{role}", text, limit, titles, role))
+    for key in ("prompt", "input"):
+        if key in body:
+            turns.append(_turn(f"{prefix}{key}", _content(body[key]), limit, titles, "user"))
+    rest = redact({k: v for k, v in body.items() if k not in _TURN_FIELDS})
+    if rest:
+        facts = " · ".join(
+            f"{esc(k)}: <b>{esc(as_text(v) if not isinstance(v, str) else v)}</b>" for k, v in rest.items()
+        )
+        turns.append(f'<p class="request-params">{esc(prefix)}request parameters: {facts}</p>')
+    return turns
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _judges(row: Mapping[str, Any]) -> list[str]:
+    """The metric keys of the row's LLM judges (those with a ``<key>.reply`` column)."""
+    return [k[: -len(_JUDGE_REPLY)] for k in row if k.endswith(_JUDGE_REPLY) and k not in STANDARD_COLUMNS]
+
+
+def _judge_turns(row: Mapping[str, Any], key: str, limit: int, titles: dict[str, int]) -> list[str]:
+    """A judge's prompt (when its reply records it), its reply and the scores and labels it gave."""
+    reply = _decoded(row.get(f"{key}{_JUDGE_REPLY}"))
+    turns = []
+    if isinstance(reply, Mapping):
+        if reply.get("request") is not None:
+            turns += _request_turns(reply["request"], limit, titles, prefix=f"judge {key} · ")
+        model = f" ({reply['model']})" if reply.get("model") else ""
+        turns.append(_turn(f"judge {key}{model}", as_text(reply.get("text")), limit, titles, "judge"))
+    elif reply:
+        turns.append(_turn(f"judge {key}", as_text(reply), limit, titles, "judge"))
+    gave = [
+        f"{esc(name[len(key) + 1 :])}: <b>{num(value) if isinstance(value, float | int) else esc(value)}</b>"
+        for name, value in row.items()
+        if name.startswith(f"{key}.") and name != f"{key}{_JUDGE_REPLY}" and value not in (None, "")
+    ]
+    if gave:
+        turns.append(f'<p class="judge-scores">judge {esc(key)} gave: {" · ".join(gave)}</p>')
+    return turns
+
+
 def _details(row: Mapping[str, Any], item: Any, references: Sequence[str], limit: int) -> str:
-    parts = []
-    prompt = row.get("prompt")
-    parts.append(
-        _block("prompt" if prompt is not None else "row (item)", prompt if prompt is not None else item, limit)
-    )
-    parts.append(_block("output", row.get("output_text"), limit))
-    parts.append(_block("reference", _reference(item, references), limit))
-    extra = {k: v for k, v in row.items() if k not in STANDARD_COLUMNS and not isinstance(v, float | int)}
+    titles: dict[str, int] = {}
+    parts = ['<div class="transcript">']
+    if row.get("request") is not None:
+        parts += _request_turns(row["request"], limit, titles)
+    else:
+        if row.get("output_text") is not None or row.get("http_status") is not None:
+            parts.append(
+                '<p class="sub">The request sent is not recorded in this run\'s rows/; the row it was built from:</p>'
+            )
+        parts.append(_turn("row (item)", as_text(item), limit, titles, "item"))
+    if row.get("output_text") is not None:
+        parts.append(_turn("assistant", as_text(row.get("output_text")), limit, titles))
+    judges = _judges(row)
+    for key in judges:
+        parts += _judge_turns(row, key, limit, titles)
+    parts.append("</div>")
+    reference = _reference(item, references)
+    if reference is not None:
+        parts.append(_turn("reference", as_text(reference), limit, titles))
+    judged = tuple(f"{key}." for key in judges)
+    extra = {
+        k: v
+        for k, v in row.items()
+        if k not in STANDARD_COLUMNS and not k.startswith(judged) and not isinstance(v, float | int) and k != "id"
+    }
     for key, value in extra.items():
         if value not in (None, ""):
-            label = "judge reply" if "judge" in key or "reply" in key else key
-            parts.append(_block(label, value, limit))
-    numbers = {k: v for k, v in row.items() if k not in STANDARD_COLUMNS and isinstance(v, float | int)}
-    facts = [f"{esc(k)}: <b>{num(v)}</b>" for k, v in numbers.items()]
+            parts.append(_turn(key, as_text(value), limit, titles, "detail"))
+    facts = [f"id: <b>{esc(row['id'])}</b>"] if row.get("id") else []
+    numbers = {
+        k: v
+        for k, v in row.items()
+        if k not in STANDARD_COLUMNS and not k.startswith(judged) and isinstance(v, float | int)
+    }
+    facts += [f"{esc(k)}: <b>{num(v)}</b>" for k, v in numbers.items()]
     for key in ("latency_ms", "attempts", "http_status", "prompt_tokens", "completion_tokens", "cached"):
         if row.get(key) is not None:
             facts.append(f"{esc(key)}: <b>{num(row[key])}</b>")
+    if row.get("notes"):
+        facts.append(f"notes: <b>{esc(row['notes'])}</b>")
     if facts:
-        parts.append('<div class="label">scores and facts</div><p>' + " · ".join(facts) + "</p>")
+        parts.append('<div class="label">scores and facts</div><p class="facts-line">' + " · ".join(facts) + "</p>")
     if row.get("error"):
         where = ", ".join(str(row[k]) for k in ("phase", "metric") if row.get(k))
-        parts.append(_block(f"error ({where})" if where else "error", row["error"], limit))
+        parts.append(_turn(f"error ({where})" if where else "error", as_text(row["error"]), limit, titles))
     return "".join(parts)
 
 

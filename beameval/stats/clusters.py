@@ -6,7 +6,7 @@ standard error of the mean is::
 
     SE = sqrt(C/(C−1) · Σ_c (S_c − n_c·m)²) / N          (= sqrt(C/(C−1) · Σ_c (Σ_{i∈c}(x_i − m))²) / N)
 
-and the interval is ``m ± t(1−α/2, C−1) · SE`` (CONTRACT.md "Statistics"). It needs only
+and the interval is ``m ± t(1−α/2, C−1) · SE`` (docs/STATISTICS.md). It needs only
 (n_c, S_c) per cluster, so the pipeline computes it in two stages, neither of which
 holds the rows: a keyed combine by cluster value (:class:`ClusterSums`), then a combine
 of the cluster sums (:class:`ClusterAccumulator`).

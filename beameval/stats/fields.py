@@ -46,7 +46,7 @@ def base_statistics(
         nan_count: how many values were NaN.
 
     Returns:
-        The fields in contract order. count = n + infinities. sum..variance are None
+        The fields in the order results.json lists them. count = n + infinities. sum..variance are None
         when count is 0; the variance is the population variance m2 / n, None once an
         infinity is present (as is the sum of +inf and -inf). Never NaN.
 

@@ -6,7 +6,7 @@ uncertainty: the standard error is that of the R per-row means. Two mergeable st
 ``row_index``; K values, never the dataset), and :class:`RepeatAccumulator` folds the
 resulting :class:`RowUnit` values of many rows.
 
-Formulas (CONTRACT.md "Statistics"), for a row of n samples of which c are correct:
+Formulas (docs/STATISTICS.md), for a row of n samples of which c are correct:
 
 * pass@k = 1 − C(n−c, k) / C(n, k): the unbiased estimator of "at least one of k
   samples is correct" (Chen et al. 2021, "Evaluating Large Language Models Trained on Code");

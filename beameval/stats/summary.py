@@ -215,7 +215,7 @@ class ScoreAccumulator:
         return moments.n, moments.total, moments.m2
 
     def result(self, name: str, confidence_level: float = 0.95) -> dict[str, Any]:
-        """Build the contract's ``AggregateRangeScore`` dict, plus ``method``.
+        """Build the ``AggregateRangeScore`` dict of results.json (the reference's name), plus ``method``.
 
         Args:
             name: the score name, ``<metric key>.<output name>``.

@@ -5,6 +5,7 @@ Usage::
     python -m beameval.testserver --host 127.0.0.1 --port 0 [--latency-ms X] [--jitter-ms J]
         [--capacity K] [--retry-after S] [--error-rate R --error-status S]
         [--answers FILE] [--config FAULTS.json] [--seed N] [--down-for S]
+        [--requests-per-minute R] [--tokens-per-minute T] [--ratelimit-headers]
 
 Prints exactly one line, ``LISTENING <port>``, once the port is bound; nothing per request.
 """
@@ -42,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of the fault random generator")
     parser.add_argument("--answers", help="JSONL with question/model_answer: reply by lookup, not echo")
     parser.add_argument("--config", help="JSON file with a FaultConfig; flags override its fields")
+    parser.add_argument("--requests-per-minute", type=float, help="provider-style request limit (429 past it)")
+    parser.add_argument("--tokens-per-minute", type=float, help="provider-style token limit (429 past it)")
+    parser.add_argument("--ratelimit-headers", action="store_true", help="send x-ratelimit-* headers")
     parser.add_argument("--down-for", type=float, default=0.0, help="bind only after S seconds (needs --port)")
     return parser
 
@@ -62,6 +66,13 @@ def load_config(args: argparse.Namespace) -> FaultConfig:
         value = getattr(args, field)
         if value is not None:
             data[field] = value
+    if args.requests_per_minute or args.tokens_per_minute or args.ratelimit_headers:
+        data["quota"] = {
+            **(data.get("quota") or {}),
+            "requests_per_minute": args.requests_per_minute,
+            "tokens_per_minute": args.tokens_per_minute,
+            "headers": args.ratelimit_headers,
+        }
     return FaultConfig.model_validate(data)
 
 

@@ -8,8 +8,10 @@ import socket
 import struct
 from typing import Any
 
+from beameval.testserver.batches import BatchService
 from beameval.testserver.faults import FaultConfig, FaultInjector, Outcome
 from beameval.testserver.http11 import BadRequest, Request, Response, json_response, read_request
+from beameval.testserver.quota import ProviderQuota
 from beameval.testserver.replies import (
     DEFAULT_MODEL,
     Replier,
@@ -72,6 +74,8 @@ class StubServer:
         self.faults = FaultInjector(self.initial_config)
         self.replier = replier or Replier()
         self.stats = Stats()
+        self.batches = BatchService(self._answer_line)  # the Files and Batches API (batch mode)
+        self.quota = ProviderQuota()
         self.host = host
         self.port = port
         self.down_for_s = down_for_s
@@ -133,9 +137,13 @@ class StubServer:
     async def _dispatch(self, request: Request) -> Response | None:
         kind = _INFERENCE.get(request.path)
         api_key = self.faults.config.api_key
+        batch_api = self.batches.owns(request.path)
         guarded = kind is not None or request.path in ("/v1/models", "/models")
+        guarded = guarded or (batch_api and request.path != "/_batches")
         if api_key and guarded and request.headers.get("authorization") != f"Bearer {api_key}":
             return json_response(401, error_body(401, "invalid API key"))
+        if batch_api:
+            return self.batches.handle(request)
         if kind is not None:
             if request.method != "POST":
                 return json_response(405, error_body(405, "use POST"))
@@ -144,7 +152,7 @@ class StubServer:
         if route in (("GET", "/v1/models"), ("GET", "/models")):
             return json_response(200, _MODELS)
         if route == ("GET", "/_stats"):
-            return json_response(200, self.stats.snapshot())
+            return json_response(200, {**self.stats.snapshot(), "quota": self.quota.snapshot()})
         if route == ("GET", "/_last_request"):
             return json_response(200, self.stats.last_request)
         if route == ("GET", "/_config"):
@@ -174,6 +182,8 @@ class StubServer:
             return json_response(400, error_body(400, "the body must be a JSON object"))
         self.faults.reset(self.initial_config if options.get("config") else None)
         self.stats.reset()
+        self.batches.reset()
+        self.quota.reset()
         return json_response(200, {"ok": True})
 
     async def _inference(self, kind: str, request: Request) -> Response | None:
@@ -199,16 +209,32 @@ class StubServer:
         if config.capacity is not None and self.stats.in_flight >= config.capacity:
             self.stats.answered(429)
             return json_response(429, error_body(429, "server at capacity"), _retry_headers(config.retry_after))
+        admission = self.quota.admit(config.quota, prompt, body)
+        if admission.refusal is not None:
+            self.stats.answered(429)
+            return admission.refusal
         outcome = self.faults.decide(prompt)
         self.stats.enter()
         try:
             if outcome.delay_s > 0:
                 await asyncio.sleep(outcome.delay_s)
             response = self._act(kind, body, prompt, outcome)
+            self.quota.settle(config.quota, admission, response)
         finally:
             self.stats.leave()
         self.stats.answered(response.status if response is not None else "reset")
         return response
+
+    def _answer_line(self, kind: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """One batch line, answered as ``_inference`` answers the same body online (rules and faults included)."""
+        prompt = prompt_text(kind, body)
+        response = self._act(kind, body, prompt, self.faults.decide(prompt))
+        if response is None:  # a reset has no reply: the provider reports it as a server error
+            return 500, error_body(500, "the request was dropped")
+        try:
+            return response.status, json.loads(response.body)
+        except ValueError:
+            return 500, error_body(500, "the reply was not JSON")
 
     def _act(self, kind: str, body: dict[str, Any], prompt: str, outcome: Outcome) -> Response | None:
         action = outcome.action

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from beameval.testserver.quota import QuotaConfig
+
 __all__ = ["Action", "FaultConfig", "FaultInjector", "Outcome", "Rule"]
 
 Action = Literal["reply", "error", "reset", "malformed", "empty"]
@@ -61,6 +63,7 @@ class FaultConfig(BaseModel):
             ``Authorization: Bearer <api_key>`` get 401.
         unsupported_params: body keys the "model" rejects with a 400 in OpenAI's words
             (``Unsupported parameter: 'max_tokens' is not supported with this model...``).
+        quota: provider-style per-minute request and token limits (``testserver.quota``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -80,6 +83,7 @@ class FaultConfig(BaseModel):
     rules: list[Rule] = Field(default_factory=list)
     api_key: str | None = None
     unsupported_params: list[str] = Field(default_factory=list)
+    quota: QuotaConfig | None = None
 
     def updated(self, patch: Mapping[str, Any]) -> FaultConfig:
         """Return a validated copy with the fields in ``patch`` replaced.

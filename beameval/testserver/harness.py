@@ -228,6 +228,10 @@ class ServerProcess:
         """``POST /_reset``: clear stats and fail counters; ``config=True`` also restores the start config."""
         self._control("POST", "/_reset", {"config": config})
 
+    def batches(self, **settings: Any) -> dict[str, Any]:
+        """``POST /_batches`` (with ``BatchConfig`` fields) or ``GET`` (without): config, counts and every batch."""
+        return self._control("POST", "/_batches", settings) if settings else self._control("GET", "/_batches")
+
     def last_request(self) -> dict[str, Any] | None:
         """``GET /_last_request``: path, method, headers (lower-cased) and JSON body of the last request."""
         return self._control("GET", "/_last_request")

@@ -1,6 +1,6 @@
 """Airflow DAG ``nightly_eval``: evaluate every night into a dated directory, compare with the latest run, gate.
 
-Tasks, in order (CONTRACT.md, "Scheduling"):
+Tasks, in order (docs/SCHEDULING.md):
 
 - ``evaluate``: ``python -m pipeline.run --config CONFIG --output OUTPUT_ROOT/<logical date>
   --history HISTORY --resume`` through ``BeamRunPythonPipelineOperator`` (provider

@@ -49,3 +49,4 @@ def test_inference_bench_smoke(tmp_path: Path) -> None:
     for number in ("1.", "2.", "3.", "4."):
         assert f"| {number} " in table
     assert "| 4. (bound) one process at 0 ms" in table
+    assert "| 4. (bound) ours: client CPU per row vs the one-GIL floor" in table

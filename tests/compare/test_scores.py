@@ -1,4 +1,4 @@
-"""compare_scores: every contract field against an independent computation, Holm in the verdict, messages."""
+"""compare_scores: every field of a score's record against an independent computation, Holm in the verdict, messages."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The contract's verdict rules, case by case."""
+"""The verdict rules, case by case."""
 
 import pytest
 

@@ -28,7 +28,8 @@ def test_call_usage_counts_only_calls_that_reached_the_endpoint() -> None:
         "judge_2": EndpointReply(error="template error", error_kind="request", attempts=0),
     }
     usage = CallUsage.of_replies(replies)
-    assert usage == CallUsage(requests=2, attempts=6, prompt_tokens=7, completion_tokens=3)
+    by_metric = {"judge": [1, 7, 3], "remote": [1, 0, 0]}  # per metric key, for costs per endpoint
+    assert usage == CallUsage(requests=2, attempts=6, prompt_tokens=7, completion_tokens=3, by_metric=by_metric)
     assert CallUsage.of_replies(None) is None and CallUsage.of_replies({}) is None
 
 

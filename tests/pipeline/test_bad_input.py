@@ -1,7 +1,7 @@
 """The bad-input matrix: every input a user can get wrong, run through the real CLI in-process.
 
 Each case asserts the exit code and the fragments of the one-paragraph message a user sees
-(CONTRACT.md "Command line"); none may print a Python traceback unless ``--debug`` is given.
+(README "Failure handling"); none may print a Python traceback unless ``--debug`` is given.
 Exit codes: 0 completed, 1 the run failed (strict mode, or a failure inside the pipeline),
 2 the config, command line, dataset, endpoint or output directory is unusable.
 """

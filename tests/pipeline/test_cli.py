@@ -134,6 +134,7 @@ def test_an_interrupt_stops_cleanly_with_one_line_and_exit_130(
     assert lines[0].startswith(
         f"interrupted: the evaluation was stopped ({how}) before it completed; results.json was not written."
     )
+    assert f"responses already received are kept in {out}/_responses/ and are not sent again." in lines[0]
     assert "Traceback" not in stderr and stdout == ""
     assert not (out / "results.json").exists()
     assert clean_server.stats()["requests"] < len(QA)

@@ -60,6 +60,8 @@ def test_judge_scores_each_row_once_and_aggregates_rubrics(clean_server, model_t
         "prompt_tokens": 18,
         "completion_tokens": 19,
         "cache": {"hits": 0, "misses": 4},
+        # per metric key, so each endpoint's pricing applies to its own tokens (usage.cost_usd)
+        "by_metric": {"llm-judge": {"requests": 4, "prompt_tokens": 18, "completion_tokens": 19}},
     }
     quality = result.score("llm-judge.quality")
     assert quality["score_type"] == "rubric"

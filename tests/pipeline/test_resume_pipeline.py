@@ -277,7 +277,7 @@ def test_judge_calls_hit_the_second_time(clean_server, server, model_target, wri
 
 
 def test_every_key_input_misses_for_every_row(server, tmp_path):
-    """The keys the pipeline's KeyRequests stage computes, for each change the contract names."""
+    """The keys the pipeline's KeyRequests stage computes, for each change README "Resume and caching" names."""
     from beameval.cache.key import prepared_key
     from beameval.config.schema import parse_config
     from beameval.core.records import InputRow

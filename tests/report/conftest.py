@@ -3,7 +3,7 @@
 The browser runs with networking blocked twice over (a dead proxy for everything but
 loopback, and a host resolver that resolves nothing), and the page records every request
 it makes, every console message and every uncaught exception, so tests can assert that
-the report fetched nothing and logged no error. ``.ci/run`` installs Debian's ``chromium``
+the report fetched nothing and logged no error. ``scripts/test.sh`` installs Debian's ``chromium``
 when missing; without it these tests fail and say so.
 """
 
@@ -52,7 +52,7 @@ def chromium_path() -> str:
     if found is None:
         pytest.fail(
             "the browser tests need Debian's 'chromium' package and it is not installed: "
-            "run 'apt-get install -y chromium' (.ci/run installs it when missing).",
+            "run 'apt-get install -y chromium' (scripts/test.sh installs it when missing).",
             pytrace=False,
         )
     return found

@@ -1,7 +1,7 @@
 """The Airflow test's own virtual environment: built once under a cache directory, reused after.
 
 Airflow and its providers are not dependencies of the evaluator, and their 2.2 GB must
-stay out of ``.venv`` and ``.ci-venv``: they live in ``AIRFLOW_VENV`` (default
+stay out of ``.venv``: they live in ``AIRFLOW_VENV`` (default
 ``/tmp/airflow-venv``). The evaluator itself is not installed there; the DAG's ``python``
 parameter points at the project's interpreter, as a deployment with a separate evaluator
 environment would. A ``.ready`` marker holding the requirement list is written last, so an
@@ -59,6 +59,18 @@ def ensure(venv: Path = VENV, log: Path | None = None) -> tuple[Path, float]:
         return venv / "bin" / "airflow", seconds
 
 
+def size_gb(venv: Path = VENV) -> float:
+    """The environment's size on disk, in GB (what the progress line reports)."""
+    return sum(f.lstat().st_size for f in venv.rglob("*") if f.is_file() or f.is_symlink()) / 1e9
+
+
 if __name__ == "__main__":
-    airflow, took = ensure(log=Path(f"{VENV}.build.log"))
-    print(f"{airflow} ({f'built in {took:.0f} s' if took else 'reused'})")
+    log = Path(f"{VENV}.build.log")
+    if not ready():
+        print(
+            f"building the Airflow test environment in {VENV} (outside the repository; {' '.join(REQUIREMENTS)}; "
+            f"about 2.2 GB and 5 minutes; log: {log}) ...",
+            flush=True,
+        )
+    airflow, took = ensure(log=log)
+    print(f"Airflow test environment: {VENV}, {size_gb():.1f} GB ({f'built in {took:.0f} s' if took else 'reused'})")

@@ -18,16 +18,17 @@ def test_row_columns_equal_the_row_records_for_every_kind_of_field() -> None:
             None,
             {"m.score": math.nan, "m.other": math.nan},
             failure=RowFailure("scoring", ["metric 'm': boom", "second"], metric="m"),
-            inference=InferenceInfo(0.25, 2, 200, 11, 7, "abc", False),
+            inference=InferenceInfo(0.25, 2, 200, 11, 7, "abc", False, '{"messages": []}'),
             notes=["the row's text was cleaned", "another"],
             sample_index=3,
             details={"id": "row-b", "judge.reply": "verdict: bad"},
         ),
         ScoredRow(2, "{}", "c", {"m.score": 0.0}, inference=InferenceInfo(cached=True), details={"id": None}),
+        ScoredRow(3, "{}", None, {}, failure=RowFailure("sample_generation", ["over budget"], skipped=True)),
     ]
     columns = row_columns(rows, schema, ["judge.label"]).to_pylist()
     records = pa.Table.from_pylist([row_record(row, ["judge.label"]) for row in rows], schema=schema).to_pylist()
-    assert len(columns) == 3
+    assert len(columns) == 4 and columns[3]["status"] == "skipped" and columns[1]["request"] == '{"messages": []}'
     for by_column, by_row in zip(columns, records, strict=True):
         assert by_column.keys() == by_row.keys()
         for name, value in by_row.items():

@@ -1,0 +1,200 @@
+"""The submission record: every upload and batch of a run, written the moment the provider returns its id.
+
+It lives in ``OUT_DIR/_responses/batches/``, one small JSON file per event, so a write is
+all or nothing (a torn file is skipped) and a remote file system shows each event once
+it is closed; locally each file is fsync'd, and its folder too, before the run does
+anything else. File names sort in the order the events happened. Events:
+
+* ``uploaded``: ``{file_id, endpoint, requests: [[custom_id, key], ...]}``, written after
+  ``POST /files`` and before ``POST /batches``, so a crash between the two leaves a file
+  whose batch can be found again (by its ``input_file_id``) rather than paid twice;
+* ``created``: ``{batch_id, file_id}``, right after ``POST /batches`` answered;
+* ``finished``: ``{batch_id, status, ok: [custom_id...], failed: {custom_id: {status,
+  retryable, error}}, prompt_tokens, completion_tokens}``, after the batch's answers are
+  in the response journal (and synced): a finished batch is never collected again.
+
+``LedgerState`` is what ``--resume`` plans from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from beameval.cache.files import Files, LocalFiles, is_remote
+
+__all__ = ["LEDGER_DIR", "BatchLedger", "FinishedBatch", "LedgerState", "LineFailure", "RequestId"]
+
+#: The ledger's folder inside the journal folder (``OUT_DIR/_responses``): not a journal shard (``*.jsonl``).
+LEDGER_DIR = "batches"
+
+#: ``(custom_id, response key)``: the same row and sample with a changed request is another request.
+RequestId = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class LineFailure:
+    """How one request of a finished batch failed."""
+
+    status: int | None
+    retryable: bool
+    error: str
+
+
+@dataclass(slots=True)
+class FinishedBatch:
+    """A batch whose answers have been collected."""
+
+    status: str
+    ok: set[str]
+    failed: dict[str, LineFailure]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(slots=True)
+class LedgerState:
+    """Every recorded upload and batch.
+
+    Attributes:
+        files: input file id -> its requests, in line order.
+        batches: batch id -> its input file id, in creation order.
+        finished: batch id -> how it ended (absent while it is live).
+
+    """
+
+    files: dict[str, list[RequestId]] = field(default_factory=dict)
+    endpoints: dict[str, str] = field(default_factory=dict)
+    batches: dict[str, str] = field(default_factory=dict)
+    finished: dict[str, FinishedBatch] = field(default_factory=dict)
+
+    def live(self) -> list[str]:
+        """The batches created and not yet collected."""
+        return [batch for batch in self.batches if batch not in self.finished]
+
+    def orphans(self) -> list[str]:
+        """Input files uploaded whose batch was never recorded (the run died between the two calls)."""
+        used = set(self.batches.values())
+        return [file_id for file_id in self.files if file_id not in used]
+
+    def requests_of(self, batch_id: str) -> list[RequestId]:
+        return self.files.get(self.batches[batch_id], [])
+
+    def history(self) -> dict[RequestId, list[str]]:
+        """Request -> the batches it was put into, oldest first."""
+        found: dict[RequestId, list[str]] = {}
+        for batch in self.batches:
+            for request in self.requests_of(batch):
+                found.setdefault(request, []).append(batch)
+        return found
+
+    def usage(self) -> dict[str, int]:
+        """``usage.batch`` of results.json: batches, distinct requests, resubmissions and the batch tokens."""
+        submissions = sum(len(self.requests_of(batch)) for batch in self.batches)
+        distinct = len(self.history())
+        return {
+            "batches": len(self.batches),
+            "requests": distinct,
+            "resubmitted": submissions - distinct,
+            "live": len(self.live()),
+            "prompt_tokens": sum(done.prompt_tokens for done in self.finished.values()),
+            "completion_tokens": sum(done.completion_tokens for done in self.finished.values()),
+        }
+
+
+class BatchLedger:
+    """Appends events to, and reads back, one run's submission record.
+
+    Args:
+        directory: ``OUT_DIR/_responses/batches``.
+        files: the file system (``LocalFiles`` for a local path).
+
+    """
+
+    def __init__(self, directory: str, files: Files | None = None) -> None:
+        self.directory = directory
+        self._files = files or LocalFiles()
+        self._local = not is_remote(directory)
+
+    def uploaded(self, file_id: str, endpoint: str, requests: Iterable[RequestId]) -> None:
+        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "requests": [list(r) for r in requests]})
+
+    def created(self, batch_id: str, file_id: str) -> None:
+        self._write("created", {"batch_id": batch_id, "file_id": file_id})
+
+    def finished(self, batch_id: str, done: FinishedBatch) -> None:
+        failed = {
+            cid: {"status": f.status, "retryable": f.retryable, "error": f.error} for cid, f in done.failed.items()
+        }
+        self._write(
+            "finished",
+            {
+                "batch_id": batch_id,
+                "status": done.status,
+                "ok": sorted(done.ok),
+                "failed": failed,
+                "prompt_tokens": done.prompt_tokens,
+                "completion_tokens": done.completion_tokens,
+            },
+        )
+
+    def load(self) -> LedgerState:
+        """Every event recorded so far, in order; unreadable (torn) files are skipped."""
+        state = LedgerState()
+        for path in self._files.match(self._files.join(self.directory, "*.json")):
+            try:
+                with self._files.open(path) as handle:
+                    event = json.loads(handle.read())
+            except (OSError, ValueError):
+                continue
+            _apply(state, event)
+        return state
+
+    def _write(self, kind: str, data: dict[str, Any]) -> None:
+        name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}-{kind}.json"
+        path = self._files.join(self.directory, name)
+        payload = json.dumps({"event": kind, "at": round(time.time(), 3), **data}, separators=(",", ":")).encode()
+        if not self._local:
+            with self._files.create(path) as handle:  # visible, whole, once closed
+                handle.write(payload)
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        partial = f"{path}.partial"
+        with open(partial, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)  # all or nothing: a kill -9 leaves the event whole or absent
+        folder = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(folder)  # the new name survives a power cut too
+        finally:
+            os.close(folder)
+
+
+def _apply(state: LedgerState, event: Any) -> None:
+    if not isinstance(event, dict):
+        return
+    kind = event.get("event")
+    if kind == "uploaded":
+        state.files[event["file_id"]] = [(str(c), str(k)) for c, k in event["requests"]]
+        state.endpoints[event["file_id"]] = str(event.get("endpoint", ""))
+    elif kind == "created":
+        state.batches[event["batch_id"]] = event["file_id"]
+    elif kind == "finished":
+        failed = {
+            cid: LineFailure(f.get("status"), bool(f.get("retryable")), str(f.get("error")))
+            for cid, f in event.get("failed", {}).items()
+        }
+        state.finished[event["batch_id"]] = FinishedBatch(
+            str(event["status"]),
+            set(event.get("ok", [])),
+            failed,
+            int(event.get("prompt_tokens", 0)),
+            int(event.get("completion_tokens", 0)),
+        )

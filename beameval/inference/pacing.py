@@ -1,0 +1,299 @@
+"""Pacing by rate: each attempt waits until the endpoint's request and token rates allow it, then is charged.
+
+One ``Pacer`` per endpoint and worker process (the engine's), under the adaptive
+concurrency limit: an attempt first passes the pacer, then takes a concurrency slot, so
+the endpoint is never driven past either. What it keeps:
+
+* **The configured rate** (``rate_limit``): R/60/W requests and T/60/W tokens a second for
+  each of W worker processes, as token buckets holding half a second of each rate (so
+  a worker never bursts more than that); with ``shared``, one GCRA budget in Redis for
+  every worker instead (``shared_rate``). If Redis stops answering mid-run, the worker
+  falls back to its R/W and T/W share for ``FALLBACK_S`` seconds, then asks Redis again:
+  the job stays under its limit and the run goes on (a warning says so, once).
+* **The advertised rate**: every reply's ``x-ratelimit-*`` headers (with or without a
+  ``rate_limit``) set a bucket per kind refilled at limit/60/W a second whose level
+  never exceeds remaining/W; before the first reply of the endpoint, one request goes
+  alone (for at most ``PROBE_WAIT_S``), so a run does not open with a burst of 429s
+  against a limit it has not read yet. ``Retry-After`` stays the retry loop's business
+  (the attempt that got it waits that long; the others go on, as the buckets allow).
+* **The estimate**: an attempt is charged ``ceil(prompt characters / 4)`` (the
+  ``content`` of the messages, or the ``prompt``; the whole body for agent and remote
+  endpoints) plus its ``max_tokens`` (``max_completion_tokens``, else
+  ``DEFAULT_COMPLETION_TOKENS``); when the reply's ``usage`` arrives the token buckets
+  (and the budget) are corrected to ``prompt_tokens + completion_tokens``. A failed
+  attempt keeps its request but gives its tokens back (the provider did not run it).
+* **The budget**: each request reserves its estimate in the process's ``RunBudget``
+  first; a refused reservation raises ``BudgetExhausted`` and nothing is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from beameval.inference.budget import RunBudget
+from beameval.inference.quota import EndpointQuota, redis_password
+from beameval.inference.ratelimit_headers import advertised
+from beameval.inference.token_bucket import TokenBucket
+
+__all__ = ["DEFAULT_COMPLETION_TOKENS", "Charge", "Pacer", "estimate_tokens"]
+
+log = logging.getLogger(__name__)
+
+#: Completion tokens charged for a request that names no max_tokens.
+DEFAULT_COMPLETION_TOKENS = 256
+#: Seconds of each rate one worker may send at once.
+BURST_S = 0.5
+#: Seconds a worker keeps its local share after Redis failed, before asking Redis again.
+FALLBACK_S = 5.0
+#: The longest the other requests wait for the endpoint's first reply (and its headers).
+PROBE_WAIT_S = 2.0
+_KINDS = ("requests", "tokens")
+
+
+def estimate_tokens(body: Mapping[str, Any], wire_length: int) -> tuple[int, int]:
+    """(prompt, completion) tokens charged before the reply: characters / 4 rounded up, and max_tokens."""
+    chars = _prompt_chars(body)
+    prompt = math.ceil((wire_length if chars is None else chars) / 4)
+    limit = body.get("max_tokens", body.get("max_completion_tokens"))
+    completion = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else None
+    return prompt, DEFAULT_COMPLETION_TOKENS if completion is None else completion
+
+
+def _prompt_chars(body: Mapping[str, Any]) -> int | None:
+    """Characters of the text a model reads (messages' content, or the prompt); None for other bodies."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        total = 0
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                total += len(content)
+            elif isinstance(content, list):
+                total += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
+        return total
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return len(prompt)
+    if isinstance(prompt, list):
+        return sum(len(part) for part in prompt if isinstance(part, str))
+    return None
+
+
+@dataclass(slots=True)
+class Charge:
+    """What one attempt was charged before it went (to correct once its reply is read)."""
+
+    tokens: int
+    prompt: int
+    completion: int
+    usd: float
+
+
+class Pacer:
+    """The rate and budget gate of one endpoint in one worker process (see the module docstring).
+
+    ``admit`` and ``settle`` must be called from the engine's event loop.
+
+    Args:
+        quota: the endpoint's limits.
+        endpoint_key: names the endpoint (for the shared budget's name and messages).
+        clock: a monotonic clock in seconds.
+
+    """
+
+    def __init__(self, quota: EndpointQuota, endpoint_key: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._workers = max(1, quota.workers)
+        self._pricing = quota.pricing
+        now = clock()
+        self._configured: dict[str, TokenBucket] = {}
+        self._shared = None
+        limit = quota.rate_limit
+        if limit is not None:
+            for kind, per_minute in (("requests", limit.requests_per_minute), ("tokens", limit.tokens_per_minute)):
+                if per_minute is not None:
+                    rate = per_minute / 60.0 / self._workers
+                    self._configured[kind] = TokenBucket(rate, max(1.0, rate * BURST_S), now)
+            if limit.shared is not None:
+                from beameval.inference.shared_rate import SharedRate, shared_name
+
+                self._shared = SharedRate(
+                    limit.shared,
+                    redis_password(limit),
+                    shared_name(limit.shared_key, quota.job, endpoint_key),
+                    None if limit.requests_per_minute is None else limit.requests_per_minute / 60.0,
+                    None if limit.tokens_per_minute is None else limit.tokens_per_minute / 60.0,
+                    BURST_S,
+                )
+        self._shared_down_until = 0.0
+        self._advertised: dict[str, TokenBucket] = {}
+        budget = quota.budget
+        self._budget = (
+            None
+            if budget is None or (budget.max_tokens is None and budget.max_usd is None)
+            else RunBudget.for_job(
+                quota.job,
+                None if budget.max_tokens is None else budget.max_tokens / self._workers,
+                None if budget.max_usd is None else budget.max_usd / self._workers,
+            )
+        )
+        self._lock: asyncio.Lock | None = None
+        self._first_reply: asyncio.Event | None = None
+        self._probing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.fallbacks = 0
+        self.waited_s = 0.0
+
+    @property
+    def budget(self) -> RunBudget | None:
+        """The process's share of the run's budget, when it has one."""
+        return self._budget
+
+    async def admit(self, body: Mapping[str, Any], wire_length: int) -> Charge:
+        """Wait until one attempt of ``body`` may go, and charge it.
+
+        Raises:
+            BudgetExhausted: the run's budget would be passed; nothing was charged.
+        """
+        prompt, completion = estimate_tokens(body, wire_length)
+        charge = Charge(prompt + completion, prompt, completion, self._cost(prompt, completion))
+        if self._budget is not None:
+            await self._budget.reserve(charge.tokens, charge.usd)
+        try:
+            await self._await_first_reply()
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:  # FIFO: one attempt at a time asks the buckets (and Redis)
+                while True:
+                    wait = await self._take(charge.tokens)
+                    if wait <= 0:
+                        break
+                    self.waited_s += wait
+                    await asyncio.sleep(wait)
+        except BaseException:
+            if self._budget is not None:
+                self._budget.settle(charge.tokens, charge.usd, 0, 0.0)
+            raise
+        return charge
+
+    def settle(
+        self, charge: Charge, headers: Mapping[str, str] | None, status: int | None, usage: Mapping[str, Any] | None
+    ) -> None:
+        """Read the reply's rate-limit headers and correct the charge with its usage (None: no reply)."""
+        now = self._clock()
+        if headers is not None:
+            self._observe(headers, now)
+        if self._first_reply is not None:
+            self._first_reply.set()
+        self._probing = False
+        ok = status is not None and 200 <= status < 300
+        prompt = _count(usage, "prompt_tokens") if ok else 0
+        completion = _count(usage, "completion_tokens") if ok else 0
+        if ok and (prompt is None or completion is None):  # no usage: the estimate stands
+            prompt, completion = charge.prompt, charge.completion
+        used = (prompt or 0) + (completion or 0)
+        extra = used - charge.tokens
+        shared = self._shared is not None and now >= self._shared_down_until
+        for buckets in (self._advertised, {} if shared else self._configured):
+            bucket = buckets.get("tokens")
+            if bucket is not None and extra:
+                bucket.adjust(extra, now)
+        if shared and extra:
+            task = asyncio.get_running_loop().create_task(self._adjust_shared(extra))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._budget is not None:
+            self._budget.settle(charge.tokens, charge.usd, used, self._cost(prompt or 0, completion or 0))
+
+    async def aclose(self) -> None:
+        """Close the shared budget's Redis connections."""
+        if self._shared is not None:
+            await self._shared.aclose()
+
+    def _cost(self, prompt: float, completion: float) -> float:
+        return 0.0 if self._pricing is None else self._pricing.cost(prompt, completion)
+
+    async def _await_first_reply(self) -> None:
+        """Before the endpoint's first reply, only one attempt goes (its headers may carry the limits)."""
+        if self._first_reply is None:
+            self._first_reply = asyncio.Event()
+        if self._first_reply.is_set():
+            return
+        if not self._probing:
+            self._probing = True
+            return
+        try:
+            await asyncio.wait_for(self._first_reply.wait(), PROBE_WAIT_S)
+        except asyncio.TimeoutError:
+            self._first_reply.set()  # a slow endpoint: stop waiting for it
+
+    async def _take(self, tokens: int) -> float:
+        """Charge one request and ``tokens`` if every bucket allows it now (0), else the seconds to wait."""
+        now = self._clock()
+        wait = 0.0
+        for kind, bucket in self._advertised.items():
+            wait = max(wait, bucket.wait(1 if kind == "requests" else tokens, now))
+        use_shared = self._shared is not None and now >= self._shared_down_until
+        if not use_shared:
+            for kind, bucket in self._configured.items():
+                wait = max(wait, bucket.wait(1 if kind == "requests" else tokens, now))
+        if wait > 0:
+            return wait
+        if use_shared:
+            assert self._shared is not None
+            try:
+                wait = await self._shared.wait(tokens)
+            except Exception as exc:  # noqa: BLE001 - redis raises RedisError, OSError, timeouts
+                self._fall_back(exc)
+                return 0.001  # go round again, on the local share
+            if wait > 0:
+                return wait
+            now = self._clock()
+        for kind, bucket in self._advertised.items():
+            bucket.take(1 if kind == "requests" else tokens, now)
+        if not use_shared:
+            for kind, bucket in self._configured.items():
+                bucket.take(1 if kind == "requests" else tokens, now)
+        return 0.0
+
+    def _fall_back(self, exc: BaseException) -> None:
+        self._shared_down_until = self._clock() + FALLBACK_S
+        if not self.fallbacks:
+            log.warning(
+                "the shared rate limit's Redis is unreachable (%s: %s); this worker keeps 1/%d of the rate "
+                "and asks Redis again every %g s",
+                type(exc).__name__,
+                exc,
+                self._workers,
+                FALLBACK_S,
+            )
+        self.fallbacks += 1
+
+    async def _adjust_shared(self, extra: int) -> None:
+        assert self._shared is not None
+        try:
+            await self._shared.adjust_tokens(extra)
+        except Exception as exc:  # noqa: BLE001 - the next admission notices and falls back
+            self._fall_back(exc)
+
+    def _observe(self, headers: Mapping[str, str], now: float) -> None:
+        for kind in _KINDS:
+            limit = advertised(headers, kind)
+            if limit is None:
+                continue
+            rate = limit.limit / 60.0 / self._workers
+            bucket = self._advertised.get(kind)
+            if bucket is None or bucket.rate != rate:
+                bucket = self._advertised[kind] = TokenBucket(rate, max(1.0, rate * BURST_S), now)
+            bucket.lower_to(limit.remaining / self._workers, now)
+
+
+def _count(usage: Mapping[str, Any] | None, name: str) -> int | None:
+    value = usage.get(name) if usage is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

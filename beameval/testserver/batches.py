@@ -1,0 +1,335 @@
+"""The Files and Batches endpoints of the stub server: OpenAI's Batch API, answered by the online reply logic.
+
+``POST /v1/files`` (multipart ``purpose=batch`` + ``file``), ``GET /v1/files/{id}``,
+``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches`` (the most recent
+first), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; the same without ``/v1``.
+A batch goes ``validating`` -> ``in_progress`` -> ``completed`` as time passes
+(``validating_s``, ``completion_s``), or ends ``failed``, ``expired`` or ``cancelled`` when
+``BatchConfig.outcomes`` says so for it. When it completes, every line is answered by the
+server's online reply logic (the same text, usage and fault rules as ``POST
+/v1/chat/completions``, so a rule with ``status: 400`` or ``fail_times`` fails lines), the
+2xx answers go into the output file and the rest into the error file. Batch lines are
+not counted as inference requests in ``/_stats``: ``GET /_batches`` has their own counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from beameval.testserver.http11 import Request, Response, json_response
+from beameval.testserver.replies import error_body
+
+__all__ = ["BatchConfig", "BatchService"]
+
+#: Answers one line: ``(kind, body) -> (status, response body)``; the server's online reply logic.
+Answer = Callable[[str, dict[str, Any]], tuple[int, Any]]
+
+_ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
+_MAX_LINES = 50_000  # OpenAI's limit of one batch
+
+
+class BatchConfig(BaseModel):
+    """The batch knobs (``POST /_batches`` with any of these fields).
+
+    Attributes:
+        validating_s: seconds a new batch stays ``validating``.
+        completion_s: seconds from creation until the batch ends (``completed`` or its outcome).
+        outcomes: how the next batches end, in creation order, one entry used per batch:
+            ``completed``, ``failed`` (validation failed: no files), ``expired`` or
+            ``cancelled`` (no line ran: every line is in the error file with
+            ``batch_expired`` / ``batch_cancelled``). Batches past the list complete.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    validating_s: float = Field(default=0.0, ge=0)
+    completion_s: float = Field(default=0.0, ge=0)
+    outcomes: list[Literal["completed", "failed", "expired", "cancelled"]] = Field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    id: str
+    input_file_id: str
+    endpoint: str
+    created_at: float
+    outcome: str
+    metadata: dict[str, Any]
+    status: str = "validating"
+    cancel_requested: bool = False
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    counts: dict[str, int] = field(default_factory=lambda: {"total": 0, "completed": 0, "failed": 0})
+    errors: dict[str, Any] | None = None
+    finished_at: float | None = None
+
+
+class BatchService:
+    """The Files and Batches state of one server, and its routes.
+
+    Args:
+        answer: the server's reply logic for one request body.
+    """
+
+    def __init__(self, answer: Answer) -> None:
+        self._answer = answer
+        self.config = BatchConfig()
+        self._ids = itertools.count(1)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every file and batch and zero the counts (the config stays)."""
+        self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> (purpose, filename, content)
+        self.batches: dict[str, _Batch] = {}
+        self.counts = {"files_uploaded": 0, "batches_created": 0, "lines_answered": 0, "polls": 0, "downloads": 0}
+
+    @staticmethod
+    def owns(path: str) -> bool:
+        """True for the paths this service answers."""
+        bare = path[3:] if path.startswith("/v1/") else path
+        return bare.startswith(("/files", "/batches")) or path == "/_batches"
+
+    def handle(self, request: Request) -> Response:
+        """Answer one Files, Batches or ``/_batches`` control request."""
+        if request.path == "/_batches":
+            return self._control(request)
+        parts = (request.path[3:] if request.path.startswith("/v1/") else request.path).strip("/").split("/")
+        route = (request.method, parts[0], len(parts))
+        if route == ("POST", "files", 1):
+            return self._upload(request)
+        if route == ("GET", "files", 2) and parts[1] in self.files:
+            purpose, name, content = self.files[parts[1]]
+            return json_response(200, self._file_object(parts[1], purpose, name, content))
+        if route == ("GET", "files", 3) and parts[2] == "content" and parts[1] in self.files:
+            self.counts["downloads"] += 1
+            return Response(200, self.files[parts[1]][2], content_type="application/jsonl")
+        if route == ("POST", "batches", 1):
+            return self._create(request.body)
+        if route == ("GET", "batches", 1):
+            recent = sorted(self.batches.values(), key=lambda b: b.created_at, reverse=True)[:100]
+            return json_response(200, {"object": "list", "data": [self._advance(b) for b in recent]})
+        if route[:2] == ("GET", "batches") and parts[1] in self.batches and len(parts) == 2:
+            self.counts["polls"] += 1
+            return json_response(200, self._advance(self.batches[parts[1]]))
+        if route == ("POST", "batches", 3) and parts[2] == "cancel" and parts[1] in self.batches:
+            batch = self.batches[parts[1]]
+            if batch.status not in ("completed", "failed", "expired", "cancelled"):
+                batch.cancel_requested = True
+            return json_response(200, self._advance(batch))
+        return json_response(404, error_body(404, f"no such file or batch: {request.method} {request.path}"))
+
+    def _control(self, request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                patch = json.loads(request.body or b"{}")
+                self.config = BatchConfig.model_validate({**self.config.model_dump(), **patch})
+            except ValueError as exc:
+                return json_response(400, error_body(400, str(exc)))
+        lines = sum(batch.counts["total"] for batch in self.batches.values())
+        return json_response(
+            200,
+            {
+                "config": self.config.model_dump(),
+                **self.counts,
+                "lines_in_batches": lines,
+                "batches": [
+                    {"id": b.id, "status": b.status, "request_counts": b.counts, "custom_ids": self._custom_ids(b)}
+                    for b in self.batches.values()
+                ],
+            },
+        )
+
+    def _upload(self, request: Request) -> Response:
+        fields = _multipart(request.headers.get("content-type", ""), request.body)
+        if fields is None or "file" not in fields:
+            return json_response(400, error_body(400, "expected multipart/form-data with 'purpose' and 'file'"))
+        purpose = fields.get("purpose", ("", b""))[1].decode("utf-8", "replace")
+        if purpose != "batch":
+            return json_response(400, error_body(400, f"purpose must be 'batch', got {purpose!r}"))
+        name, content = fields["file"]
+        file_id = f"file-{next(self._ids):06d}"
+        self.files[file_id] = (purpose, name, content)
+        self.counts["files_uploaded"] += 1
+        return json_response(200, self._file_object(file_id, purpose, name, content))
+
+    def _create(self, raw: bytes) -> Response:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return json_response(400, error_body(400, "the body must be a JSON object"))
+        if body.get("input_file_id") not in self.files:
+            return json_response(400, error_body(400, f"no such file: {body.get('input_file_id')!r}"))
+        if body.get("endpoint") not in _ENDPOINTS:
+            return json_response(400, error_body(400, f"unsupported endpoint {body.get('endpoint')!r}"))
+        if body.get("completion_window") != "24h":
+            return json_response(400, error_body(400, "completion_window must be '24h'"))
+        outcomes = self.config.outcomes
+        outcome = outcomes.pop(0) if outcomes else "completed"
+        batch = _Batch(
+            f"batch_{next(self._ids):06d}",
+            body["input_file_id"],
+            body["endpoint"],
+            time.time(),
+            outcome,
+            body.get("metadata") or {},
+        )
+        batch.counts["total"] = len(self._lines(batch))
+        self.batches[batch.id] = batch
+        self.counts["batches_created"] += 1
+        return json_response(200, self._advance(batch))
+
+    def _lines(self, batch: _Batch) -> list[bytes]:
+        return [line for line in self.files[batch.input_file_id][2].splitlines() if line.strip()]
+
+    def _custom_ids(self, batch: _Batch) -> list[str]:
+        found = []
+        for line in self._lines(batch):
+            try:
+                found.append(str(json.loads(line)["custom_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return found
+
+    def _advance(self, batch: _Batch) -> dict[str, Any]:
+        """Move the batch along its life-cycle by the clock, and return its Batch object."""
+        if batch.finished_at is None:
+            age = time.time() - batch.created_at
+            if batch.cancel_requested:
+                self._finish(batch, "cancelled")
+            elif age >= self.config.completion_s:
+                self._finish(batch, batch.outcome)
+            else:
+                batch.status = "validating" if age < self.config.validating_s else "in_progress"
+        return self._batch_object(batch)
+
+    def _finish(self, batch: _Batch, outcome: str) -> None:
+        batch.finished_at = time.time()
+        batch.status = outcome
+        lines = self._lines(batch)
+        if outcome == "failed" or len(lines) > _MAX_LINES:
+            batch.status = "failed"
+            message = (
+                f"the file has {len(lines)} lines; at most {_MAX_LINES}"
+                if len(lines) > _MAX_LINES
+                else ("injected failure: validation failed")
+            )
+            batch.errors = {"object": "list", "data": [{"code": "invalid_file", "message": message, "line": None}]}
+            return
+        output: list[bytes] = []
+        errors: list[bytes] = []
+        for number, line in enumerate(lines, 1):
+            target, entry = self._run_line(batch, number, line, outcome)
+            target_list = output if target == "output" else errors
+            target_list.append(json.dumps(entry, separators=(",", ":")).encode())
+        batch.counts["completed"] = len(output)
+        batch.counts["failed"] = len(errors)
+        if output:
+            batch.output_file_id = self._store_output(f"{batch.id}_output.jsonl", output)
+        if errors:
+            batch.error_file_id = self._store_output(f"{batch.id}_error.jsonl", errors)
+
+    def _run_line(self, batch: _Batch, number: int, line: bytes, outcome: str) -> tuple[str, dict[str, Any]]:
+        try:
+            request = json.loads(line)
+            custom_id = request["custom_id"]
+        except (ValueError, KeyError, TypeError):
+            return "error", _line(None, None, "invalid_json_line", f"line {number} is not a request")
+        if outcome in ("expired", "cancelled"):
+            code = "batch_expired" if outcome == "expired" else "batch_cancelled"
+            return "error", _line(
+                custom_id, None, code, f"this request could not be executed before the batch {outcome}"
+            )
+        url, body = request.get("url"), request.get("body")
+        if request.get("method") != "POST" or url != batch.endpoint or not isinstance(body, dict):
+            return "error", _line(
+                custom_id, None, "invalid_request", f"line {number}: POST to {batch.endpoint} expected"
+            )
+        status, reply = self._answer(_ENDPOINTS[batch.endpoint], body)
+        self.counts["lines_answered"] += 1
+        response = {"status_code": status, "request_id": f"req_{batch.id}_{number}", "body": reply}
+        entry = {"id": f"batch_req_{batch.id}_{number}", "custom_id": custom_id, "response": response, "error": None}
+        return ("output" if 200 <= status < 300 else "error"), entry
+
+    def _store_output(self, name: str, lines: list[bytes]) -> str:
+        file_id = f"file-{next(self._ids):06d}"
+        self.files[file_id] = ("batch_output", name, b"\n".join(lines) + b"\n")
+        return file_id
+
+    @staticmethod
+    def _file_object(file_id: str, purpose: str, name: str, content: bytes) -> dict[str, Any]:
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(content),
+            "created_at": int(time.time()),
+            "filename": name,
+            "purpose": purpose,
+        }
+
+    @staticmethod
+    def _batch_object(batch: _Batch) -> dict[str, Any]:
+        stamp = int(batch.created_at)
+        done = int(batch.finished_at) if batch.finished_at is not None else None
+        return {
+            "id": batch.id,
+            "object": "batch",
+            "endpoint": batch.endpoint,
+            "errors": batch.errors,
+            "input_file_id": batch.input_file_id,
+            "completion_window": "24h",
+            "status": batch.status,
+            "output_file_id": batch.output_file_id,
+            "error_file_id": batch.error_file_id,
+            "created_at": stamp,
+            "in_progress_at": stamp if batch.status != "validating" else None,
+            "expires_at": stamp + 86_400,
+            "completed_at": done if batch.status == "completed" else None,
+            "failed_at": done if batch.status == "failed" else None,
+            "expired_at": done if batch.status == "expired" else None,
+            "cancelled_at": done if batch.status == "cancelled" else None,
+            "request_counts": dict(batch.counts),
+            "metadata": batch.metadata,
+        }
+
+
+def _line(custom_id: str | None, response: Any, code: str, message: str) -> dict[str, Any]:
+    return {"id": None, "custom_id": custom_id, "response": response, "error": {"code": code, "message": message}}
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, tuple[str, bytes]] | None:
+    """The fields of a ``multipart/form-data`` body: name -> (filename, bytes); None when it is not one."""
+    kind, _, params = content_type.partition(";")
+    if kind.strip().lower() != "multipart/form-data" or "boundary=" not in params:
+        return None
+    boundary = params.split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"').encode()
+    fields: dict[str, tuple[str, bytes]] = {}
+    for part in body.split(b"--" + boundary)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, sep, value = part.partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        disposition = next(
+            (
+                line
+                for line in head.decode("utf-8", "replace").split("\r\n")
+                if line.lower().startswith("content-disposition")
+            ),
+            "",
+        )
+        attrs = dict(
+            (k.strip(), v.strip().strip('"'))
+            for k, _, v in (item.partition("=") for item in disposition.split(";")[1:])
+        )
+        if "name" in attrs:
+            fields[attrs["name"]] = (attrs.get("filename", ""), value.removesuffix(b"\r\n"))
+    return fields

@@ -1,0 +1,154 @@
+"""The run-level side of quotas: worker count, budget left for a --resume, costs, and a stopped run's fields.
+
+W, the worker processes that each keep R/W, T/W and 1/W of the budget (``params.worker_processes``
+when set, else from the runner's options):
+
+* local runner (no ``--runner``, ``DirectRunner``): 1 in ``in_memory`` and
+  ``multi_threading`` mode (threads share one process's engines); ``--direct_num_workers``
+  in ``multi_processing`` mode (0 means the machine's CPU count, as Beam reads it);
+* ``PortableRunner`` against Beam's Python job service, EXTERNAL worker pools included:
+  ``--direct_num_workers`` (the job service's runner asks the pools for that many SDK
+  workers, spread over the pools); with another job server (Flink's, Spark's) it is not known;
+* ``FlinkRunner``: not known to the driver (TaskManagers × ``--sdk_worker_parallelism``);
+* ``DataflowRunner``: ``--max_num_workers`` (else ``--num_workers``) × the vCPUs of
+  ``--machine_type`` (Dataflow runs one SDK process per vCPU; 1 with the experiment
+  ``no_use_multiple_sdk_containers``), an upper bound while autoscaling keeps fewer workers;
+  not known without a machine type.
+
+Where W is not known, it is 1 and the driver warns that the job may send W times the rate:
+set ``params.worker_processes`` or ``rate_limit.shared`` there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    WorkerOptions,
+)
+
+from beameval.config.quota import Budget
+from beameval.config.schema import EvalConfig
+from beameval.core.scoring import metric_keys
+from beameval.inference.quota import endpoints_of
+from pipeline.local_runner import LOCAL_RUNNER_NAMES
+
+__all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "spent_before", "worker_processes"]
+
+#: The exit code of a run that stopped at its budget.
+EXIT_BUDGET = 5
+_VCPUS = re.compile(r"-(\d+)$")
+
+
+def worker_processes(options: PipelineOptions) -> int | None:
+    """W as the runner's options give it (see the module docstring); None when they cannot tell."""
+    runner = (options.view_as(StandardOptions).runner or "").lower()
+    direct = options.view_as(DirectOptions)
+    if runner in LOCAL_RUNNER_NAMES:
+        if (direct.direct_running_mode or "in_memory") != "multi_processing":
+            return 1
+        return direct.direct_num_workers or os.cpu_count() or 1
+    if runner == "portablerunner":
+        return direct.direct_num_workers or None
+    if runner in ("dataflowrunner", "testdataflowrunner"):
+        worker = options.view_as(WorkerOptions)
+        machines = worker.max_num_workers or worker.num_workers
+        if "no_use_multiple_sdk_containers" in (options.view_as(DebugOptions).experiments or []):
+            return machines
+        vcpus = _VCPUS.search(worker.machine_type or "")
+        return machines * int(vcpus.group(1)) if machines and vcpus else None
+    return None
+
+
+def job_config(config: EvalConfig, options: PipelineOptions, spent: tuple[float, float]) -> EvalConfig:
+    """The config the workers get: ``params.worker_processes`` resolved, the budget less what was spent before."""
+    params = config.params
+    workers = params.worker_processes or worker_processes(options)
+    if workers is None:
+        workers = 1
+        if _needs_workers(config):
+            runner = options.view_as(StandardOptions).runner
+            print(
+                f"warning: the {runner} runner's options do not say how many worker processes the job has, so "
+                "each keeps the whole of every rate_limit and params.budget; set params.worker_processes, or "
+                "rate_limit.shared (a Redis every worker draws from), so the job as a whole stays within them.",
+                file=sys.stderr,
+            )
+    update: dict[str, Any] = {"worker_processes": workers}
+    budget = params.budget
+    if budget is not None and any(spent):
+        tokens, usd = spent
+        update["budget"] = Budget.model_construct(  # may be 0 or less: then nothing more is sent
+            max_tokens=None if budget.max_tokens is None else budget.max_tokens - tokens,
+            max_usd=None if budget.max_usd is None else budget.max_usd - usd,
+        )
+    return config.model_copy(update={"params": params.model_copy(update=update)})
+
+
+def _needs_workers(config: EvalConfig) -> bool:
+    limited = any(
+        access.rate_limit is not None and access.rate_limit.shared is None for _, access in endpoints_of(config)
+    )
+    return limited or config.params.budget is not None
+
+
+def spent_before(output: str) -> tuple[float, float]:
+    """Tokens and dollars a stopped earlier run in ``output`` spent (what a ``--resume`` has used of its budget)."""
+    path = FileSystems.join(output, "results.json")
+    if not FileSystems.exists(path):
+        return 0.0, 0.0
+    from pipeline.results import read_json
+
+    try:
+        budget = (read_json(path).get("usage") or {}).get("budget") or {}
+        return float(budget.get("spent_tokens") or 0), float(budget.get("spent_usd") or 0)
+    except (ValueError, OSError, AttributeError, TypeError):
+        return 0.0, 0.0
+
+
+def costs(config: EvalConfig, usage: dict[str, Any], *, batch: bool = False) -> dict[str, Any] | None:
+    """``usage.cost_usd``: dollars per endpoint (``target``, ``metric:<key>``) and in total; None without pricing."""
+    by_endpoint: dict[str, float] = {}
+    target = config.target.endpoint.pricing if config.target is not None else None
+    if target is not None:
+        by_endpoint["target"] = target.cost(usage["prompt_tokens"], usage["completion_tokens"], batch=batch)
+    calls = (usage.get("metric_calls") or {}).get("by_metric") or {}
+    for key, metric in zip(metric_keys(config.metrics), config.metrics, strict=True):
+        pricing = next((access.pricing for _, access in endpoints_of(metric) if access.pricing is not None), None)
+        if pricing is not None:
+            tokens = calls.get(key) or {}
+            by_endpoint[f"metric:{key}"] = pricing.cost(
+                tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0), batch=batch
+            )
+    if not by_endpoint:
+        return None
+    return {"total": round(sum(by_endpoint.values()), 6), "endpoints": {k: round(v, 6) for k, v in by_endpoint.items()}}
+
+
+def budget_fields(
+    config: EvalConfig, counts: dict[str, int], usage: dict[str, Any], spent: tuple[float, float]
+) -> dict[str, Any]:
+    """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``."""
+    fields: dict[str, Any] = {"complete": not counts.get("skipped")}
+    if counts.get("skipped"):
+        fields["stopped"] = "budget"
+    budget = config.params.budget
+    if budget is not None:
+        calls = usage.get("metric_calls") or {}
+        tokens = sum(block.get(name, 0) for block in (usage, calls) for name in ("prompt_tokens", "completion_tokens"))
+        usd = (usage.get("cost_usd") or {}).get("total", 0.0)
+        usage["budget"] = {
+            "max_tokens": budget.max_tokens,
+            "max_usd": budget.max_usd,
+            "spent_tokens": spent[0] + tokens,
+            "spent_usd": round(spent[1] + usd, 6),
+        }
+    return fields

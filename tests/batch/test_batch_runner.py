@@ -1,0 +1,125 @@
+"""The Beam-free batch library over real HTTP to the test server: splitting, line reading, and resuming a crash
+that fell between ``POST /files`` and the record of ``POST /batches``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from beameval.config.batch import BatchSettings
+from beameval.inference.batch.client import BatchClient
+from beameval.inference.batch.ledger import BatchLedger
+from beameval.inference.batch.lines import BatchRequest, parse_result_line, request_line, split_requests
+from beameval.inference.batch.runner import BatchRun, run_batches
+from beameval.inference.http_client import HttpClient
+from beameval.inference.prepared import canonical_json
+from beameval.testserver.harness import ServerProcess
+
+ENDPOINT = "/v1/chat/completions"
+
+
+def requests(n: int) -> list[BatchRequest]:
+    bodies = [{"model": "test-model", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(n)]
+    return [BatchRequest(f"row-{i}-sample-0", f"{i:064x}", canonical_json(body)) for i, body in enumerate(bodies)]
+
+
+def test_split_by_count_and_by_bytes() -> None:
+    reqs = requests(10)
+    line = len(request_line(reqs[0], ENDPOINT))  # q0..q9: every line has the same length
+    assert json.loads(request_line(reqs[3], ENDPOINT)) == {
+        "custom_id": "row-3-sample-0",
+        "method": "POST",
+        "url": ENDPOINT,
+        "body": {"model": "test-model", "messages": [{"role": "user", "content": "q3"}]},
+    }
+    chunks, too_large = split_requests(reqs, ENDPOINT, 4, 10**6)
+    assert [len(c) for c in chunks] == [4, 4, 2] and too_large == []
+    chunks, _ = split_requests(reqs, ENDPOINT, 100, 3 * line + line // 2)
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    assert [r.custom_id for c in chunks for r in c] == [r.custom_id for r in reqs]  # order kept, none lost
+    chunks, too_large = split_requests(reqs, ENDPOINT, 100, line - 1)
+    assert chunks == [] and len(too_large) == 10
+
+
+@pytest.mark.parametrize(
+    ("line", "retryable", "says"),
+    [
+        ({"response": {"status_code": 400, "body": {"error": {"message": "bad"}}}, "error": None}, False, "HTTP 400"),
+        ({"response": {"status_code": 429, "body": {}}, "error": None}, True, "HTTP 429"),
+        ({"response": {"status_code": 503, "body": {}}, "error": None}, True, "HTTP 503"),
+        ({"response": None, "error": {"code": "batch_expired", "message": "late"}}, True, "batch_expired"),
+        ({"response": None, "error": {"code": "invalid_request", "message": "no"}}, False, "invalid_request"),
+    ],
+)
+def test_failed_lines_are_classified_like_online_replies(line: dict[str, Any], retryable: bool, says: str) -> None:
+    result = parse_result_line(json.dumps({"custom_id": "row-1-sample-0", **line}).encode())
+    assert result is not None and result.body is None
+    assert result.retryable is retryable and result.error is not None and says in result.error
+
+
+def test_an_ok_line_and_unreadable_lines() -> None:
+    ok = parse_result_line(b'{"custom_id": "c", "response": {"status_code": 200, "body": {"choices": []}}}')
+    assert ok is not None and ok.error is None and ok.body == {"choices": []} and ok.status == 200
+    assert parse_result_line(b"not json") is None
+    assert parse_result_line(b'{"no_custom_id": 1}') is None
+
+
+def make_run(server: ServerProcess, ledger: BatchLedger, recorded: dict[str, Any], http: HttpClient) -> BatchRun:
+    client = BatchClient(http, server.base_url, "", {}, max_retries=0)
+    return BatchRun(
+        client=client,
+        ledger=ledger,
+        settings=BatchSettings(max_requests=5, poll_interval=0.05),
+        endpoint=ENDPOINT,
+        max_retries=1,
+        validate=lambda body: None,
+        record=recorded.__setitem__,
+        sync=lambda: None,
+        metadata={},
+    )
+
+
+async def crash_after_upload(
+    server: ServerProcess, ledger: BatchLedger, reqs: list[BatchRequest], create: bool
+) -> None:
+    """What a run that died right after uploading (and, with ``create``, after creating) would leave behind."""
+    http = HttpClient(2, 30.0)
+    try:
+        client = BatchClient(http, server.base_url, "", {}, max_retries=0)
+        file_id = await client.upload(b"".join(request_line(r, ENDPOINT) for r in reqs), "crash.jsonl")
+        ledger.uploaded(file_id, ENDPOINT, [(r.custom_id, r.key) for r in reqs])
+        if create:
+            await client.create(file_id, ENDPOINT, {})  # answered, but the process died before recording it
+    finally:
+        await http.aclose()
+
+
+async def resume(server: ServerProcess, ledger: BatchLedger, reqs: list[BatchRequest]) -> dict[str, Any]:
+    recorded: dict[str, Any] = {}
+    http = HttpClient(2, 30.0)
+    try:
+        outcomes = await run_batches(make_run(server, ledger, recorded, http), reqs)
+    finally:
+        await http.aclose()
+    assert all(o.body is not None for o in outcomes.values())
+    assert set(recorded) == {r.key for r in reqs}  # every answer handed to the journal under its key
+    return {cid: o.body["choices"][0]["message"]["content"] for cid, o in outcomes.items()}
+
+
+@pytest.mark.parametrize("created", [True, False])
+def test_a_crash_between_upload_and_record_is_attached_or_resent(created: bool, clean_server, tmp_path: Path) -> None:
+    clean_server.batches(completion_s=0.0, validating_s=0.0, outcomes=[])
+    ledger = BatchLedger(str(tmp_path / "batches"))
+    reqs = requests(5)
+    asyncio.run(crash_after_upload(clean_server, ledger, reqs, create=created))
+    answers = asyncio.run(resume(clean_server, ledger, reqs))
+    assert answers == {f"row-{i}-sample-0": f"q{i}" for i in range(5)}  # the test server echoes the prompt
+    state = clean_server.batches()
+    # Attached to the batch the provider had (found by its input file), or one new batch for the lost upload.
+    assert state["batches_created"] == 1 and state["files_uploaded"] == (1 if created else 2)
+    usage = ledger.load().usage()
+    assert usage["batches"] == 1 and usage["requests"] == 5 and usage["resubmitted"] == 0 and usage["live"] == 0
