@@ -13,6 +13,13 @@ Usage::
     python bench/scale.py --sizes '' --statistics 1000000  # group_by + cluster_by vs none, same data
     python bench/scale.py --online --sizes 20000   # also: rows/s against the local test server
                                                    # with 1 and 2 worker processes
+    python bench/scale.py --sizes 100000,1000000 --baseline e91635f --repeat 3 --reference-rows 100000
+        # each size also on an earlier release (git ref, run from a `git archive` copy) interleaved with
+        # ours, 3 times each: best and median of both and their ratios; plus the reference SDK's offline
+        # rate on 10^5 rows (REFERENCE_PYTHON), in the same run
+
+Every measurement also records the CPU seconds (user + system) of the whole process tree,
+which a shared machine's load inflates less than the wall time.
 
 Prints a markdown table and writes JSON to ``bench/results/scale-<time>.json`` (or ``--json``).
 """
@@ -29,14 +36,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
-from bench.proctree import PeriodicSampler, descendants  # noqa: E402  (needs the project root on sys.path)
-from bench.sides import our_env  # noqa: E402
+from bench.cpu_sampler import children_cpu  # noqa: E402  (needs the project root on sys.path)
+from bench.proctree import PeriodicSampler, descendants  # noqa: E402
+from bench.sides import our_env, probe_reference, reference_python  # noqa: E402
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SMOKE_SIZES = (200, 2_000)
@@ -179,8 +188,10 @@ def _rss_pages(pid: int) -> int:
         return 0
 
 
-def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) -> dict[str, Any]:
-    """Run the evaluator as a subprocess; return its measurements and counts."""
+def run_once(
+    config: dict[str, Any], work: Path, name: str, extra: list[str], root: Path = PROJECT_ROOT
+) -> dict[str, Any]:
+    """Run the evaluator (this checkout, or the release copied to ``root``) as a subprocess; its measurements."""
     import yaml
 
     config_path = work / f"{name}.yaml"
@@ -189,11 +200,14 @@ def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) ->
     cmd = [sys.executable, "-m", "pipeline.run", "--config", str(config_path), "--output", str(output)]
     cmd += ["--overwrite", *extra]
     env = our_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    cpu_before, _ = children_cpu()
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with TreeMemory(proc.pid) as memory:
         stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
+    cpu = children_cpu()[0] - cpu_before
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-3000:]}")
     results = json.loads((output / "results.json").read_text())
@@ -204,6 +218,7 @@ def run_once(config: dict[str, Any], work: Path, name: str, extra: list[str]) ->
         "errors": results["counts"]["errors"],
         "wall_s": round(wall, 3),
         "rows_per_s": round(rows / wall, 1),
+        "cpu_s": round(cpu, 3),
         "pipeline_wall_s": results.get("run", {}).get("wall_time_s"),
         "peak_rss_tree_mib": round(memory.peak_tree / 2**20, 1),
         "peak_rss_single_mib": round(memory.peak_single / 2**20, 1),
@@ -274,6 +289,126 @@ def run_runners(n: int, cache: Path, work: Path) -> list[dict[str, Any]]:
     return results
 
 
+def release_copy(ref: str, cache: Path) -> Path:
+    """An earlier release's tree (``git archive REF``), extracted once into the cache and reused."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
+    if commit.returncode != 0:
+        raise SystemExit(f"--baseline {ref!r} is not a commit of this repository: {commit.stderr.strip()}")
+    target = cache / f"release-{commit.stdout.strip()[:12]}"
+    if not target.exists():
+        partial = target.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", commit.stdout.strip()], cwd=PROJECT_ROOT, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive.stdout, check=True)
+        partial.rename(target)
+    return target
+
+
+def spread(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best and median rows/s (and CPU seconds) of repeated runs of one side."""
+    rates = [r["rows_per_s"] for r in samples]
+    cpus = [r["cpu_s"] for r in samples]
+    return {
+        "best_rows_per_s": max(rates),
+        "median_rows_per_s": round(median(rates), 1),
+        "best_cpu_s": min(cpus),
+        "median_cpu_s": round(median(cpus), 3),
+        "rows_per_s": rates,
+        "cpu_s": cpus,
+    }
+
+
+def run_against_baseline(
+    n: int, cache: Path, work: Path, root: Path, label: str, repeat: int, progress: str
+) -> dict[str, Any]:
+    """``n`` rows on this checkout and on the release at ``root``, interleaved ``repeat`` times; best, median, ratio."""
+    path = dataset(cache, n)
+    sides: dict[str, list[dict[str, Any]]] = {"ours": [], label: []}
+    for attempt in range(repeat):
+        for side, tree in (("ours", PROJECT_ROOT), (label, root)):
+            measured = run_once(
+                offline_config(path), work, f"vs-{n}-{attempt}", [f"--progress_interval={progress}"], tree
+            )
+            shutil.rmtree(work / f"out-vs-{n}-{attempt}", ignore_errors=True)
+            if measured["rows"] != n:
+                raise RuntimeError(f"{side}: expected {n} rows in results.json, got {measured['rows']}")
+            sides[side].append(measured)
+            print(
+                f"{side:<10} {n:>9,} rows [{attempt + 1}/{repeat}]: {measured['rows_per_s']:,.0f} rows/s, "
+                f"{measured['cpu_s']:.1f} CPU s, peak RSS {measured['peak_rss_tree_mib']:,.0f} MiB",
+                file=sys.stderr,
+            )
+    ours, base = spread(sides["ours"]), spread(sides[label])
+    return {
+        "size": n,
+        "baseline": label,
+        "ours": {**ours, "peak_rss_tree_mib": max(r["peak_rss_tree_mib"] for r in sides["ours"])},
+        label: {**base, "peak_rss_tree_mib": max(r["peak_rss_tree_mib"] for r in sides[label])},
+        "ratio_best": round(ours["best_rows_per_s"] / base["best_rows_per_s"], 3),
+        "ratio_median": round(ours["median_rows_per_s"] / base["median_rows_per_s"], 3),
+        "cpu_ratio_best": round(base["best_cpu_s"] / ours["best_cpu_s"], 3),
+    }
+
+
+def run_reference_offline(n: int, cache: Path, work: Path, python: str, repeat: int) -> dict[str, Any] | None:
+    """The reference SDK's offline exact-match over the same ``n`` rows (as JSONL), timed around ``run_sync``."""
+    import pyarrow.parquet as pq
+
+    from bench.parity_cases import Case
+    from bench.parity_sides import run_reference
+
+    version = probe_reference(python)
+    if version is None:
+        print(f"reference SDK not importable by {python}; skipped", file=sys.stderr)
+        return None
+    jsonl = work / f"reference-{n}.jsonl"
+    with jsonl.open("w", encoding="utf-8") as handle:
+        for row in pq.read_table(dataset(cache, n)).to_pylist():
+            handle.write(json.dumps(row) + "\n")
+    metric = offline_config(jsonl)["metrics"][0]
+    spec = Case("scale-reference", [], [metric]).reference_spec(jsonl)
+    rates = []
+    for attempt in range(repeat):
+        result = run_reference(python, spec, work, f"reference-{n}")
+        if result["row_status"].get("ok") != n:
+            raise RuntimeError(f"the reference reported {result['row_status']}, expected {n} ok rows")
+        rates.append(round(n / result["elapsed_s"], 1))
+        print(f"reference  {n:>9,} rows [{attempt + 1}/{repeat}]: {rates[-1]:,.0f} rows/s (run_sync)", file=sys.stderr)
+    return {"size": n, "version": version, "best_rows_per_s": max(rates), "median_rows_per_s": median(rates)}
+
+
+def baseline_markdown(comparisons: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
+    lines = [
+        "| rows | ours best / median rows/s | baseline | baseline best / median rows/s | ratio best | ratio median "
+        "| CPU s best, ours / baseline | peak RSS ours MiB |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in comparisons:
+        ours, base = c["ours"], c[c["baseline"]]
+        lines.append(
+            f"| {c['size']:,} | {ours['best_rows_per_s']:,.0f} / {ours['median_rows_per_s']:,.0f} | {c['baseline']} | "
+            f"{base['best_rows_per_s']:,.0f} / {base['median_rows_per_s']:,.0f} | {c['ratio_best']:.2f} | "
+            f"{c['ratio_median']:.2f} | {ours['best_cpu_s']:.1f} / {base['best_cpu_s']:.1f} | "
+            f"{ours['peak_rss_tree_mib']:,.0f} |"
+        )
+    if reference is not None:
+        ours_at = next((c["ours"] for c in comparisons if c["size"] == reference["size"]), None)
+        ratio = (
+            ""
+            if ours_at is None
+            else f"; ours (whole command) / reference: {ours_at['best_rows_per_s'] / reference['best_rows_per_s']:.1f}x"
+        )
+        lines.append(
+            f"\nreference SDK ({reference['version']}), {reference['size']:,} rows: best "
+            f"{reference['best_rows_per_s']:,.0f} rows/s, median {reference['median_rows_per_s']:,.0f} "
+            f"(run_sync){ratio}"
+        )
+    return "\n".join(lines)
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = [
         "| mode | workers | rows | wall s | rows/s | peak RSS tree MiB | peak RSS 1 proc MiB | processes |",
@@ -311,12 +446,41 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ROWS",
         help="also run ROWS rows on FnApiRunner, 2 local processes and the PortableRunner",
     )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="REF",
+        help="also run each size on this git ref (an earlier release), interleaved with ours --repeat times",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each side with --baseline (best and median)")
+    parser.add_argument(
+        "--reference-rows",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="also time the reference SDK's offline path on ROWS rows (--reference-python or REFERENCE_PYTHON)",
+    )
+    parser.add_argument("--reference-python", default=None, help="the Python of a venv holding the reference SDK")
     args = parser.parse_args(argv)
     sizes = list(SMOKE_SIZES) if args.smoke else [int(s) for s in args.sizes.split(",") if s.strip()]
 
     results: list[dict[str, Any]] = []
+    comparisons: list[dict[str, Any]] = []
+    reference = None
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         work = Path(tmp)
+        if args.baseline:
+            root = release_copy(args.baseline, args.cache)
+            for n in sizes:
+                comparisons.append(
+                    run_against_baseline(
+                        n, args.cache, work, root, args.baseline, max(args.repeat, 1), args.progress_interval
+                    )
+                )
+            sizes = []  # measured above, against the baseline
+        if args.reference_rows:
+            python = reference_python(args.reference_python)
+            reference = run_reference_offline(args.reference_rows, args.cache, work, python, max(args.repeat, 1))
         for n in sizes:
             measured = run_once(
                 offline_config(dataset(args.cache, n)),
@@ -349,11 +513,16 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "memory_limit_mib": MEMORY_LIMIT_BYTES // 2**20,
         "results": results,
+        "against_baseline": comparisons,
+        "reference": reference,
     }
     target = args.json or PROJECT_ROOT / "bench" / "results" / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report, indent=2) + "\n")
-    print(markdown(results))
+    if results:
+        print(markdown(results))
+    if comparisons or reference:
+        print(baseline_markdown(comparisons, reference))
     print(f"\nJSON: {target}")
     over = [r for r in results if r["peak_rss_tree_mib"] * 2**20 > MEMORY_LIMIT_BYTES]
     for r in over:

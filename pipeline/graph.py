@@ -61,6 +61,7 @@ def build_graph(
     samples = rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
     journal = FileSystems.join(output, JOURNAL_DIR)  # every successful response is recorded as it arrives
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
+    metric_calls = needs_metric_calls(config.metrics)
     if config.target is not None:
         # Spread rows over every worker before the slow stage: one file is read by one worker, but
         # each worker process has its own `parallelism` requests in flight. The store's join spreads
@@ -73,17 +74,20 @@ def build_graph(
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:
             generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
-    else:
+    elif metric_calls:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
-    if needs_metric_calls(config.metrics):
+    else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
+        generated = samples
+    if metric_calls:
         if stored is not None:
             generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)
         generated = generated | "CallMetricEndpoints" >> beam.ParDo(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id)
         )
-    scorer_fn = ScoreRows(config.metrics, config.dataset.id_field, config.target)
-    scored = generated | "ScoreRows" >> beam.ParDo(scorer_fn).with_outputs(ERRORS, main="rows")
-    collect_provenance(rows, generated, written)  # results.json provenance: dataset fingerprint, models seen
+    score = ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=generated is samples)
+    scored = generated | "ScoreRows" >> beam.ParDo(score).with_outputs(ERRORS, main="rows")
+    # results.json provenance: the dataset fingerprint, and the models seen in the target's replies
+    collect_provenance(read.fingerprints, None if config.target is None else generated, written)
     _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(written)
     summarize = SummarizeRun(scorer.score_names, config.statistics, repeats)

@@ -1,7 +1,7 @@
 """Provenance: where a run came from, for ``results.json`` (README "Comparing runs").
 
 Two facts come from the data and are gathered by the pipeline as it runs, with no second
-pass: the dataset's content fingerprint (folded from the rows as they are read) and the
+pass: the dataset's content fingerprint (folded from each split's hash as it is read) and the
 ``model`` / ``system_fingerprint`` values the endpoint returned, with counts. The graph
 writes them to ``OUT_DIR/_provenance.json``; the driver adds the rest (times, hashes,
 versions, runner) when it builds ``results.json``.
@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beameval.compare.identity import canonical_hash, eval_definition, models_seen, reply_models
-from beameval.core.records import GeneratedRow, InputRow
+from beameval.core.records import GeneratedRow
 from pipeline.results import read_json
 from transforms.read import DatasetFingerprintFn
 
@@ -30,22 +30,26 @@ _PACKAGE = "beam-llm-evaluator"
 
 
 def collect_provenance(
-    rows: beam.PCollection[InputRow], generated: beam.PCollection[GeneratedRow], output: str
+    fingerprints: beam.PCollection[tuple[int, int]], generated: beam.PCollection[GeneratedRow] | None, output: str
 ) -> None:
     """Add the steps that fingerprint the dataset and count the models seen, writing ``_provenance.json``.
 
     Args:
-        rows: the rows as read (one per dataset row, before any repeats).
-        generated: the rows after generation (their ``sample["response"]`` is the raw reply).
+        fingerprints: ``ReadRows.fingerprints``, one (rows, hash) part per split read.
+        generated: the rows after generation (their ``sample["response"]`` is the raw reply);
+            None for an offline run, where no target replied (no per-row step then).
         output: the run's output directory.
     """
-    fingerprint = rows | "Fingerprint" >> beam.CombineGlobally(DatasetFingerprintFn())
-    models = (
-        generated
-        | "ReplyModels" >> beam.FlatMap(_reply_models)
-        | "CountModels" >> beam.combiners.Count.PerElement()
-        | "ModelsSeen" >> beam.combiners.ToList()
-    )
+    fingerprint = fingerprints | "Fingerprint" >> beam.CombineGlobally(DatasetFingerprintFn())
+    if generated is None:
+        models = fingerprints.pipeline | "NoModels" >> beam.Create([[]])
+    else:
+        models = (
+            generated
+            | "ReplyModels" >> beam.FlatMap(_reply_models)
+            | "CountModels" >> beam.combiners.Count.PerElement()
+            | "ModelsSeen" >> beam.combiners.ToList()
+        )
     path = FileSystems.join(output, PROVENANCE_FILE)
     _ = fingerprint | "WriteProvenance" >> beam.Map(_write, path, beam.pvalue.AsSingleton(models))
 

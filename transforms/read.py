@@ -1,14 +1,18 @@
-"""ReadRows: dataset files -> InputRow with a stable ``row_index``.
+"""ReadRows: dataset files -> InputRow with a stable ``row_index``, and the dataset's fingerprint.
 
 Files are listed and sorted by path, then planned into splits (a whole JSONL/CSV file,
 or one Parquet row group) whose record counts are measured in the pipeline. A split's
 first ``row_index`` is the number of records in every split before it, so indices are
 the rows' positions in the dataset on every runner and worker count.
+
+Each split is hashed as it is read, from the bytes the reader already holds (the file's
+lines; a row group's Arrow columns), and a Parquet row group is checked as one Arrow batch
+(``batch_checks``): per row, a clean row group costs only the dict Arrow builds.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,23 +22,26 @@ import apache_beam as beam
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.metrics import Metrics
 
-from beameval.compare.identity import DatasetFingerprint, row_hash
+from beameval.compare.identity import DatasetFingerprint, RecordsDigest
+from beameval.core.batch_checks import arrow_rows_clean
 from beameval.core.errors import DatasetError
 from beameval.core.formats import (
+    arrow_record_bytes,
     count_records,
     detect_format,
+    hashing_reader,
     is_gzip_path,
     iter_records,
     open_checked_gzip,
     parquet_row_group_sizes,
-    read_parquet_row_group,
+    read_parquet_table,
 )
 from beameval.core.records import InputRow, RowFailure
 from beameval.core.sanitize import RowTooLarge, check_row, clean_text
 from transforms import NAMESPACE
 from transforms.guard import guarded
 
-__all__ = ["DatasetFingerprintFn", "ReadRows", "list_dataset_files"]
+__all__ = ["FINGERPRINTS", "DatasetFingerprintFn", "ReadRows", "list_dataset_files"]
 
 
 class Split(NamedTuple):
@@ -112,32 +119,60 @@ def _reading(path: str) -> Iterator[None]:
         raise DatasetError(f"cannot read dataset file {path!r}: {type(exc).__name__}: {exc}") from None
 
 
-def read_split_counted(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
-    """``read_split``, adding the rows it yields to the ``rows_read`` counter (once per split)."""
-    count = 0
-    for row in read_split(split, all_splits, limit):
-        count += 1
-        yield row
-    Metrics.counter(NAMESPACE, "rows_read").inc(count)
+#: The tagged output of ReadSplits holding one ``(rows, RecordsDigest value)`` per split read.
+FINGERPRINTS = "fingerprints"
 
 
-def read_split(split: Split, all_splits: list[Split], limit: int | None) -> Iterator[InputRow]:
-    """Yield the split's rows with their dataset positions, stopping at ``limit``."""
-    offset = sum(s.rows for s in all_splits if (s.path, s.group) < (split.path, split.group))
+class _ReadSplits(beam.DoFn):
+    """Read one split: its rows on the main output, its fingerprint part on ``FINGERPRINTS``."""
+
+    def __init__(self, limit: int | None) -> None:
+        self._limit = limit
+
+    def setup(self) -> None:
+        self._rows_read = Metrics.counter(NAMESPACE, "rows_read")
+
+    def process(self, split: Split, all_splits: list[Split]) -> Iterator[Any]:
+        offset = sum(s.rows for s in all_splits if (s.path, s.group) < (split.path, split.group))
+        digest = RecordsDigest(offset)
+        count = 0
+        for row in read_split(split, offset, self._limit, digest):
+            count += 1
+            yield row
+        self._rows_read.inc(count)
+        if count:
+            yield beam.pvalue.TaggedOutput(FINGERPRINTS, (count, digest.value()))
+
+
+def read_split(split: Split, offset: int, limit: int | None, digest: RecordsDigest) -> Iterator[InputRow]:
+    """Yield the split's rows from position ``offset`` on, stopping at ``limit``; hash what is read into ``digest``."""
     if limit is not None and offset >= limit:
         return
     stop = split.rows if limit is None else min(split.rows, limit - offset)
     if split.fmt == "parquet":
         with _reading(split.path), FileSystems.open(split.path) as stream:
-            items = read_parquet_row_group(stream, split.group)[:stop]
-        for position, row in enumerate(items):
-            yield _input_row(offset + position, row, None, None)
+            table = read_parquet_table(stream, split.group).slice(0, stop)
+            digest.update(arrow_record_bytes(table))
+            items = table.to_pylist()
+        if _clean(table):  # no row can fail or change in check_row: no per-row walk, nothing to guard
+            for position, item in enumerate(items):
+                yield InputRow(offset + position, item)
+            return
+        for position, item in enumerate(items):
+            yield _input_row(offset + position, item, None, None)
         return
     with _open_text_file(split.path) as stream:
-        for position, (item, raw, error) in enumerate(iter_records(stream, split.path, split.fmt)):
-            if position >= stop:
-                return
+        records = iter_records(hashing_reader(stream, digest.update), split.path, split.fmt)
+        for position, (item, raw, error) in enumerate(itertools.islice(records, stop)):
             yield _input_row(offset + position, item, raw, error)
+
+
+def _clean(table: Any) -> bool:
+    """``arrow_rows_clean``, guarded: if the batch check itself breaks, the rows are checked one by one."""
+    try:
+        return arrow_rows_clean(table)
+    except Exception:  # noqa: BLE001 - the per-row path is the fallback, and it is guarded
+        return False
 
 
 def _input_row(row_index: int, item: dict[str, Any] | None, raw: str | None, error: str | None) -> InputRow:
@@ -184,28 +219,31 @@ class ReadRows(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[InputRow]:
         splits = pbegin | "ListFiles" >> beam.Create(self._paths) | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
         self.splits = splits  # the planned Split records, for consumers that need the row total (progress)
-        return (
+        read = (
             splits
             | "Distribute" >> beam.Reshuffle()
-            | "ReadSplits" >> beam.FlatMap(read_split_counted, all_splits=beam.pvalue.AsList(splits), limit=self._limit)
+            | "ReadSplits"
+            >> beam.ParDo(_ReadSplits(self._limit), all_splits=beam.pvalue.AsList(splits)).with_outputs(
+                FINGERPRINTS, main="rows"
+            )
         )
+        self.fingerprints = read[FINGERPRINTS]  # one (rows, hash) per split, for DatasetFingerprintFn
+        return read.rows
 
 
 class DatasetFingerprintFn(beam.CombineFn):
-    """The dataset's content fingerprint, folded from the rows as they are read (no second pass).
+    """The dataset's content fingerprint, folded from ``ReadRows.fingerprints`` (one part per split, no second pass).
 
-    A row's content is its raw text when it failed to parse, else its item as canonical
-    JSON; the accumulator (``identity.DatasetFingerprint``) is two integers and order-free.
+    A split's part is its row count and the hash of its first row position and its records'
+    bytes as read; the accumulator (``identity.DatasetFingerprint``) is two integers and order-free.
     """
 
     def create_accumulator(self) -> DatasetFingerprint:
         return DatasetFingerprint()
 
-    def add_input(self, accumulator: DatasetFingerprint, row: InputRow) -> DatasetFingerprint:
-        if getattr(row, "sample_index", 0):  # a repeat of a row already counted (params.repeats)
-            return accumulator
-        content = (row.raw or "") if row.item is None else json.dumps(row.item, sort_keys=True, default=str)
-        accumulator.add(row_hash(row.row_index, content))
+    def add_input(self, accumulator: DatasetFingerprint, part: tuple[int, int]) -> DatasetFingerprint:
+        rows, hashed = part
+        accumulator.add(hashed, rows)
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[DatasetFingerprint]) -> DatasetFingerprint:

@@ -5,23 +5,28 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beameval.config.endpoints import TargetConfig
-from beameval.core.records import GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
+from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure, ScoredRow, item_json
 from beameval.core.redaction import Redactor
 from beameval.core.sanitize import clean_text
 from beameval.core.scoring import RowScorer
 from beameval.metrics.base import EndpointMetric, MetricConfig
 from transforms import NAMESPACE
+from transforms.generate import passthrough_offline
 from transforms.guard import guarded
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
 
 ERRORS = "errors"
+
+
+def _valid_text(text: str) -> str:
+    return clean_text(text)[0]
 
 
 def error_record(row: ScoredRow) -> dict[str, Any]:
@@ -42,11 +47,16 @@ class ScoreRows(beam.DoFn):
     """Emit a ScoredRow per row on the main output and an error record per failed row."""
 
     def __init__(
-        self, metric_configs: list[MetricConfig], id_field: str | None = None, target: TargetConfig | None = None
+        self,
+        metric_configs: list[MetricConfig],
+        id_field: str | None = None,
+        target: TargetConfig | None = None,
+        from_input: bool = False,
     ) -> None:
         self._configs = metric_configs
         self._id_field = id_field
         self._target = target
+        self._from_input = from_input  # offline: rows arrive as read (InputRow) and pass through here
 
     def setup(self) -> None:
         self._scorer = RowScorer(self._configs, self._id_field)
@@ -55,10 +65,14 @@ class ScoreRows(beam.DoFn):
         if self._target is not None:
             endpoints.append(self._target.endpoint)
         self._redactor = Redactor(secret for endpoint in endpoints for secret in endpoint.secret_values())
+        # With no configured secret there is nothing to mask (redaction removes configured secrets only).
+        self._text = self._redacted if self._redactor.secrets else _valid_text
         self._scored = Metrics.counter(NAMESPACE, "rows_scored")
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
+        self._counts = [0, 0]  # rows scored, rows failed: added to the counters at the end of each bundle
 
-    def process(self, row: GeneratedRow) -> Iterator[Any]:
+    def process(self, element: GeneratedRow | InputRow) -> Iterator[Any]:
+        row = passthrough_offline(cast(InputRow, element)) if self._from_input else cast(GeneratedRow, element)
         scored = guarded(
             "ScoreRows",
             "scoring",
@@ -66,28 +80,40 @@ class ScoreRows(beam.DoFn):
             lambda: self._writable(self._scorer.score(row), row),
             lambda failure: self._writable(self._failed_row(row, failure), row),
         )
-        self._scored.inc()
+        self._counts[0] += 1
         yield scored
         if scored.failure is not None and not scored.failure.skipped:
-            self._failed.inc()
+            self._counts[1] += 1
             yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
+
+    def finish_bundle(self) -> None:
+        scored, failed = self._counts
+        self._counts = [0, 0]
+        if scored:
+            self._scored.inc(scored)
+        if failed:
+            self._failed.inc(failed)
 
     def _writable(self, scored: ScoredRow, row: GeneratedRow) -> ScoredRow:
         """The last check before writing: every text valid UTF-8 and free of configured secrets.
 
         Metrics have scored the answer as received; only what is written is masked.
         """
-        scored.notes = [*row.notes, *scored.notes]
-        scored.item_json = self._text(scored.item_json)
+        text = self._text
+        if row.notes:
+            scored.notes = [*row.notes, *scored.notes]
+        scored.item_json = text(scored.item_json)
         if scored.output_text is not None:
-            scored.output_text = self._text(scored.output_text)
-        scored.labels = {name: self._text(value) for name, value in scored.labels.items()}
-        scored.details = {name: None if value is None else self._text(value) for name, value in scored.details.items()}
+            scored.output_text = text(scored.output_text)
+        if scored.labels:
+            scored.labels = {name: text(value) for name, value in scored.labels.items()}
+        if scored.details:
+            scored.details = {name: None if value is None else text(value) for name, value in scored.details.items()}
         if scored.failure is not None:
-            scored.failure.messages = [self._text(message) for message in scored.failure.messages]
+            scored.failure.messages = [text(message) for message in scored.failure.messages]
         return scored
 
-    def _text(self, text: str) -> str:
+    def _redacted(self, text: str) -> str:
         return self._redactor.text(clean_text(text)[0])
 
     def _failed_row(self, row: GeneratedRow, failure: RowFailure) -> ScoredRow:

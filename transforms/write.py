@@ -55,13 +55,17 @@ def rows_schema(score_names: list[str], label_names: list[str], detail_names: Se
     return pa.schema(fields)
 
 
+def _status(row: ScoredRow) -> str:
+    return "ok" if row.failure is None else "skipped" if row.failure.skipped else "error"
+
+
 def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     """A ScoredRow as a ``rows/`` record."""
     info = row.inference
     record: dict[str, Any] = {
         "row_index": row.row_index,
         "sample_index": row.sample_index,
-        "status": "ok" if row.failure is None else "skipped" if row.failure.skipped else "error",
+        "status": _status(row),
         "item": row.item_json,
         "output_text": row.output_text,
         **row.scores,
@@ -82,30 +86,60 @@ def row_record(row: ScoredRow, label_names: list[str]) -> dict[str, Any]:
     return record
 
 
+def row_columns(rows: Sequence[ScoredRow], schema: pa.Schema, label_names: list[str]) -> pa.Table:
+    """Scored rows as one ``rows/`` table, built column by column (what ``row_record`` gives, per row, for a batch).
+
+    Raises:
+        Exception: a row lacks what a column needs, or Arrow refuses a value (the caller
+            then converts row by row to find it).
+    """
+    infos = [row.inference for row in rows]
+    columns: dict[str, list[Any]] = {
+        "row_index": [row.row_index for row in rows],
+        "sample_index": [row.sample_index for row in rows],
+        "status": [_status(row) for row in rows],
+        "item": [row.item_json for row in rows],
+        "output_text": [row.output_text for row in rows],
+        "error": [None if row.failure is None else row.failure.text for row in rows],
+        "notes": ["; ".join(row.notes) if row.notes else None for row in rows],
+        "latency_ms": [None if info.latency_s is None else info.latency_s * 1000.0 for info in infos],
+        "attempts": [info.attempts for info in infos],
+        "http_status": [info.http_status for info in infos],
+        "prompt_tokens": [info.prompt_tokens for info in infos],
+        "completion_tokens": [info.completion_tokens for info in infos],
+        "request_hash": [info.request_hash for info in infos],
+        "cached": [info.cached for info in infos],
+        "request": [info.request for info in infos],
+    }
+    for name in schema.names:
+        if name in columns:
+            continue
+        if name in label_names:
+            columns[name] = [row.labels.get(name) for row in rows]
+        elif pa.types.is_floating(schema.field(name).type):  # a score
+            columns[name] = [row.scores.get(name) for row in rows]
+        else:  # a detail: id, judge replies, predicted calls
+            columns[name] = [row.details.get(name) for row in rows]
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
 class _ToArrowBatches(beam.DoFn):
-    """Turn scored rows into Arrow tables of up to ``BATCH_ROWS`` rows (one C++ conversion per batch)."""
+    """Turn scored rows into Arrow tables of up to ``BATCH_ROWS`` rows (one C++ conversion per column and batch).
+
+    A batch is built column by column; when that raises (a row missing a field, a value
+    Arrow refuses), the batch is converted row by row through the guard instead, so only
+    the row at fault becomes a failed record.
+    """
 
     def __init__(self, schema: pa.Schema, label_names: list[str]) -> None:
         self._schema = schema
         self._label_names = label_names
 
     def start_bundle(self) -> None:
-        self._batch: list[dict[str, Any]] = []
+        self._batch: list[ScoredRow] = []
 
     def process(self, row: ScoredRow) -> Iterator[pa.Table]:
-        self._batch.append(
-            guarded(
-                "WriteRows",
-                "scoring",
-                row.row_index,
-                lambda: row_record(row, self._label_names),
-                lambda failure: _failed_record(
-                    {"row_index": row.row_index, "sample_index": getattr(row, "sample_index", 0)},
-                    self._schema,
-                    failure.text,
-                ),
-            )
-        )
+        self._batch.append(row)
         if len(self._batch) >= BATCH_ROWS:
             yield self._flush()
 
@@ -116,9 +150,26 @@ class _ToArrowBatches(beam.DoFn):
     def _flush(self) -> pa.Table:
         batch, self._batch = self._batch, []
         try:
-            return pa.Table.from_pylist(batch, schema=self._schema)
+            return row_columns(batch, self._schema, self._label_names)
         except Exception:  # noqa: BLE001 - find the row no writer accepts; the rest of the batch is written
-            return pa.Table.from_pylist([self._convertible(record) for record in batch], schema=self._schema)
+            records = [self._record(row) for row in batch]
+        try:
+            return pa.Table.from_pylist(records, schema=self._schema)
+        except Exception:  # noqa: BLE001
+            return pa.Table.from_pylist([self._convertible(record) for record in records], schema=self._schema)
+
+    def _record(self, row: ScoredRow) -> dict[str, Any]:
+        return guarded(
+            "WriteRows",
+            "scoring",
+            row.row_index,
+            lambda: row_record(row, self._label_names),
+            lambda failure: _failed_record(
+                {"row_index": row.row_index, "sample_index": getattr(row, "sample_index", 0)},
+                self._schema,
+                failure.text,
+            ),
+        )
 
     def _convertible(self, record: dict[str, Any]) -> dict[str, Any]:
         """``record`` if Arrow takes it, else the row as a failed row holding only what can be written."""

@@ -19,9 +19,10 @@ import gzip
 import json
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beameval.core.errors import DatasetError
@@ -29,12 +30,16 @@ from beameval.core.sanitize import MAX_CELL_CHARS, MAX_NESTING
 
 __all__ = [
     "Record",
+    "arrow_record_bytes",
     "count_records",
     "detect_format",
+    "hashing_reader",
     "is_gzip_path",
     "iter_records",
     "open_checked_gzip",
     "parquet_row_group_sizes",
+    "read_parquet_row_group",
+    "read_parquet_table",
 ]
 
 # CSV's own limit (131,072 by default) would fail the whole file on one long cell; the
@@ -164,7 +169,52 @@ def _unique_columns(names: Sequence[str], path: str) -> None:
 
 def read_parquet_row_group(stream: IO[bytes], group: int) -> list[dict[str, Any]]:
     """The rows of one Parquet row group as dicts."""
-    return pq.ParquetFile(stream).read_row_group(group).to_pylist()
+    return read_parquet_table(stream, group).to_pylist()
+
+
+def read_parquet_table(stream: IO[bytes], group: int) -> pa.Table:
+    """One Parquet row group as an Arrow table."""
+    return pq.ParquetFile(stream).read_row_group(group)
+
+
+def arrow_record_bytes(table: pa.Table) -> pa.Buffer:
+    """The records of ``table`` as bytes: its Arrow IPC stream (schema, then the columns in one batch).
+
+    Chunking and schema metadata (pandas' notes) are left out, so the bytes depend only
+    on the column names, types and values; what the dataset fingerprint hashes for Parquet.
+    """
+    table = table.replace_schema_metadata(None).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+class _HashingReader:
+    """A stream's ``read`` and ``readline``, passing every byte read to ``sink``."""
+
+    def __init__(self, stream: IO[bytes], sink: Callable[[bytes], None]) -> None:
+        self._stream = stream
+        self._sink = sink
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._sink(data)
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        line = self._stream.readline(size)
+        self._sink(line)
+        return line
+
+
+def hashing_reader(stream: IO[bytes], sink: Callable[[bytes], None]) -> IO[bytes]:
+    """``stream``, passing every byte read through it to ``sink`` (the records as stored).
+
+    The dataset fingerprint hashes a JSONL or CSV file's bytes this way as the parser reads
+    them, instead of re-serialising each parsed row.
+    """
+    return _HashingReader(stream, sink)  # type: ignore[return-value]
 
 
 def iter_records(stream: IO[bytes], path: str, fmt: str) -> Iterator[Record]:

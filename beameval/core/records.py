@@ -209,8 +209,12 @@ class ScoredRow:
     details: dict[str, str | None] = field(default_factory=dict)
 
 
+#: ``json.dumps(..., ensure_ascii=False, default=str)`` built once: ``dumps`` with options builds an encoder per call.
+_ITEM_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def item_json(item: Item | None, raw: str | None) -> str:
     """The row as a JSON string for outputs; unparseable rows keep their raw text."""
     if item is None:
         return raw if raw is not None else ""
-    return json.dumps(item, ensure_ascii=False, default=str)
+    return _ITEM_ENCODER.encode(item)

@@ -59,6 +59,7 @@ class RowScorer:
             f"{key}.{name}" for key, metric in self.metrics for name in metric.detail_names()
         ]
         self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
+        self._detail_metrics = [(key, m, m.detail_names()) for key, m in self.metrics if m.detail_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:
         """Score one row; a failing metric leaves NaN for its outputs and records why."""
@@ -66,8 +67,8 @@ class RowScorer:
         labels: dict[str, str] = {}
         failure = row.failure
         corpus = None
-        if failure is None and row.item is not None:
-            ctx = MetricContext(row.item, row.sample, row.metric_responses)
+        ctx = None if row.item is None else MetricContext(row.item, row.sample, row.metric_responses)
+        if failure is None and ctx is not None:
             failure = self._score_metrics(ctx, scores, labels)
             if failure is None and self._corpus_metrics:
                 corpus = {key: metric.corpus_stats(ctx) or [] for key, metric in self._corpus_metrics}
@@ -83,25 +84,23 @@ class RowScorer:
             corpus_stats=corpus,
             metric_calls=CallUsage.of_replies(row.metric_responses),
             sample_index=row.sample_index,
-            details=self._details(row),
+            details=self._details(row, ctx),
         )
 
-    def _details(self, row: GeneratedRow) -> dict[str, str | None]:
+    def _details(self, row: GeneratedRow, ctx: MetricContext | None) -> dict[str, str | None]:
         """``id`` and every metric's details, also for failed rows (that is when they help most)."""
         details: dict[str, str | None] = {}
         if self._id_field is not None:
             value = row.item.get(self._id_field) if row.item is not None else None
             details["id"] = None if value is None else str(value)
-        if row.item is None:
+        if ctx is None:
             return details
-        ctx = MetricContext(row.item, row.sample, row.metric_responses)
-        for key, metric in self.metrics:
-            if metric.detail_names():
-                try:
-                    found = metric.row_details(ctx)
-                except Exception:  # noqa: BLE001 - details are for debugging; they never fail a row
-                    found = {}
-                details.update({f"{key}.{name}": found.get(name) for name in metric.detail_names()})
+        for key, metric, names in self._detail_metrics:
+            try:
+                found = metric.row_details(ctx)
+            except Exception:  # noqa: BLE001 - details are for debugging; they never fail a row
+                found = {}
+            details.update({f"{key}.{name}": found.get(name) for name in names})
         return details
 
     def _score_metrics(self, ctx: MetricContext, scores: dict[str, float], labels: dict[str, str]) -> RowFailure | None:

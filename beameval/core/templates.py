@@ -50,12 +50,14 @@ class Template:
         TemplateError: the template has a Jinja syntax error.
     """
 
-    __slots__ = ("_render", "name", "source")
+    __slots__ = ("_plain", "_render", "name", "source")
 
     def __init__(self, source: Any, name: str) -> None:
         self.source = source
         self.name = name
         self._render = _compile(source, name)
+        # A constant or one ``{{ a.b.c }}`` lookup cannot loop or grow: it renders without a budget.
+        self._plain = isinstance(source, str) and (not _has_jinja(source) or _is_lookup(source))
 
     def render(self, context: Mapping[str, Any]) -> Any:
         """Render against ``context``.
@@ -64,6 +66,8 @@ class Template:
             TemplateError: a referenced variable is missing, or sandboxed code was blocked.
         """
         try:
+            if self._plain:
+                return self._render(context)
             with RenderBudget():
                 return self._render(context)
         except RenderBudgetExceeded as exc:
@@ -184,6 +188,12 @@ def _single_expression(source: str) -> str | None:
     ):
         return text[2:-2].strip()
     return None
+
+
+def _is_lookup(source: str) -> bool:
+    """Whether ``source`` is exactly one plain ``{{ a.b.c }}`` expression."""
+    expression = _single_expression(source)
+    return expression is not None and _dotted_path(expression) is not None
 
 
 def _dotted_path(expression: str) -> list[str] | None:

@@ -4,19 +4,33 @@ import random
 
 from beameval.compare.identity import (
     DatasetFingerprint,
+    RecordsDigest,
     canonical_hash,
     eval_definition,
     models_seen,
     reply_models,
-    row_hash,
 )
 
 
 def _fingerprint(rows) -> DatasetFingerprint:
+    """Each (first row, content) pair as a split of one row."""
     fp = DatasetFingerprint()
     for index, content in rows:
-        fp.add(row_hash(index, content))
+        digest = RecordsDigest(index)
+        digest.update(content.encode())
+        fp.add(digest.value(), 1)
     return fp
+
+
+def test_records_digest_is_the_hash_of_the_bytes_however_they_are_fed() -> None:
+    whole, pieces = RecordsDigest(5), RecordsDigest(5)
+    whole.update(b'{"q": 1}\n{"q": 2}\n')
+    for piece in (b'{"q": 1}\n', b'{"q": 2}', b"\n"):
+        pieces.update(piece)
+    assert whole.value() == pieces.value()
+    elsewhere = RecordsDigest(6)
+    elsewhere.update(b'{"q": 1}\n{"q": 2}\n')
+    assert elsewhere.value() != whole.value() and 0 <= whole.value() < 2**64
 
 
 def test_fingerprint_does_not_depend_on_order_or_sharding() -> None:
