@@ -19,6 +19,7 @@ driver reads the submission record (``batch_usage``) and exits 75 instead of pub
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,8 +32,8 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import ConfigError, EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.sanitize import RowTooLarge, writable_reply
 from beameval.core.templates import Template
+from beameval.inference.answers import answered_row
 from beameval.inference.batch.client import BatchApiError, BatchClient, batch_endpoint
 from beameval.inference.batch.ledger import LEDGER_DIR, BatchLedger, LedgerState, LineFailure
 from beameval.inference.batch.lines import BatchRequest, custom_id
@@ -108,8 +109,11 @@ class KeyBatchRequests(beam.DoFn):
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
             return
-        key = response_key_from_content(prepared.url, content, row.sample_index)
+        key = response_key_from_content(
+            prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
+        )  # the key online mode uses: a batch answer and an online answer are interchangeable in the store
         digest = request_hash_from_bytes(prepared.url, content)
+        row = dataclasses.replace(row, request=content.decode("utf-8"))
         request = (custom_id(row.row_index, row.sample_index), key, digest, content, row)
         yield beam.pvalue.TaggedOutput(self.REQUESTS, (prepared.url, request))  # one group per endpoint URL
 
@@ -189,19 +193,20 @@ class RunBatches(beam.DoFn):
             failure = RowFailure("sample_generation", [message])
             return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info, sample_index=row.sample_index)
         info.http_status = 200
-        usage = outcome.body.get("usage") if isinstance(outcome.body, dict) else None
-        usage = usage if isinstance(usage, dict) else {}
         try:
             sample = self._handler.parse(200, outcome.body)
-            sample, info.prompt_tokens, info.completion_tokens, notes = writable_reply(
-                self._redactor.value(sample), usage.get("prompt_tokens"), usage.get("completion_tokens")
+        except Exception as exc:  # noqa: BLE001 - a reply that does not parse fails its row, as online
+            message = self._redactor.text(f"row {row.row_index} failed inference: {classify(exc).message}")
+            return GeneratedRow(
+                row.row_index,
+                row.item,
+                {},
+                row.raw,
+                RowFailure("sample_generation", [message]),
+                info,
+                sample_index=row.sample_index,
             )
-        except RowTooLarge as exc:
-            failure = RowFailure("sample_generation", [f"row {row.row_index}: the model's reply {exc}."])
-            return GeneratedRow(row.row_index, row.item, {}, row.raw, failure, info, sample_index=row.sample_index)
-        return GeneratedRow(
-            row.row_index, row.item, sample, inference=info, sample_index=row.sample_index, notes=[*row.notes, *notes]
-        )
+        return answered_row(row, sample, info)  # exactly what a fresh online answer goes through
 
 
 class BatchSamples(beam.PTransform):

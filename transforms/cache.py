@@ -19,6 +19,7 @@ with it, the memory per bucket by a few bytes an entry).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -141,10 +142,12 @@ class KeyRequests(beam.DoFn):
     def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, InputRow]]]:
         if row.failure is None and row.item is not None:
             try:
-                key, digest = request_keys(target_request(self._prompt, self._handler, row))
+                prepared = target_request(self._prompt, self._handler, row)
+                key, digest = request_keys(prepared)
             except (EvaluatorError, TypeError, ValueError):  # GenerateSamples fails the row with the full message
                 pass
             else:
+                row = dataclasses.replace(row, request=wire_bytes(prepared).decode("utf-8"))  # the rows/ column
                 yield key, (digest, row)
                 return
         yield None, (None, row)

@@ -32,7 +32,7 @@ from beameval.core.redaction import Redactor
 from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
-from beameval.inference.prepared import PreparedRequest, canonical_json
+from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
@@ -137,6 +137,7 @@ class GenerateSamples(beam.DoFn):
         handler: TargetHandler = self._handler
         if self._journal is not None:
             prepared, handler = self._recording(rendered, row, prepared, learned)
+        row = dataclasses.replace(row, request=_request_text(prepared))  # the rows/ column (the transcript)
         self._engine.send(prepared, handler, self._pending.add(row), max_retries=self._max_retries)
         yield from self._drain(block=self._pending.full)
 
@@ -189,6 +190,7 @@ class GenerateSamples(beam.DoFn):
             attempts=outcome.attempts,
             http_status=outcome.status,
             request_hash=outcome.request_hash,
+            request=row.request,
         )
         self._latency.update(int(outcome.latency_s * 1000))
         if outcome.error is not None and outcome.error.failure_class == "budget":  # never sent: skipped
@@ -232,3 +234,11 @@ class GenerateSamples(beam.DoFn):
             if failure_class not in self._failures_by_class:
                 self._failures_by_class[failure_class] = Metrics.counter(NAMESPACE, f"failures_{failure_class}")
             self._failures_by_class[failure_class].inc(count)
+
+
+def _request_text(prepared: PreparedRequest) -> str | None:
+    """The body as sent, as text for the ``request`` column; None when it has no JSON form (the engine says why)."""
+    try:
+        return wire_bytes(prepared).decode("utf-8")
+    except (TypeError, ValueError):
+        return None

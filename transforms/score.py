@@ -109,6 +109,8 @@ class ScoreRows(beam.DoFn):
             scored.labels = {name: text(value) for name, value in scored.labels.items()}
         if scored.details:
             scored.details = {name: None if value is None else text(value) for name, value in scored.details.items()}
+        if scored.inference.request is not None:  # the request sent: the transcript's system and user turns
+            scored.inference.request = text(scored.inference.request)
         if scored.failure is not None:
             scored.failure.messages = [text(message) for message in scored.failure.messages]
         return scored

@@ -72,6 +72,7 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> 
         An ok row, or a failed one (phase ``sample_generation``) when the reply cannot
         be written; ``info`` is kept on both.
     """
+    info = dataclasses.replace(info, request=info.request or row.request)  # the request sent, whatever the source
     try:
         checked = checked_reply(sample)
     except RowTooLarge as exc:

@@ -194,3 +194,26 @@ def test_each_run_in_a_process_starts_with_a_fresh_engine(clean_server, model_ta
     assert busy.code == 0 and single.code == 0, busy.stderr + single.stderr
     assert busy.results["run"]["gauges"]["peak_in_flight"] == 8  # 40 rows at parallelism 8
     assert single.results["run"]["gauges"]["peak_in_flight"] == 1
+
+
+def test_rows_record_the_request_as_sent_fresh_and_from_the_store(clean_server, model_target, write_jsonl, run_eval):
+    """The ``request`` column (the report's transcript) holds the body sent, the same when answered from the store."""
+    scripted(clean_server)
+    config = online_config(write_jsonl(QA[:6]), model_target())
+    config["prompt_template"]["messages"].insert(0, {"role": "system", "content": "Answer in two words."})
+    config["cache"] = {"path": str(Path(config["dataset"]["path"]).parent / "store")}
+    fresh = run_eval(config)
+    assert fresh.code == 0, fresh.stderr
+    cached = run_eval(config, output=fresh.output.parent / "cached")
+    assert cached.code == 0, cached.stderr
+    assert clean_server.stats()["requests"] == 6  # the rerun sent nothing
+    for rows in (fresh.rows, cached.rows):
+        for row, item in zip(rows, QA[:6], strict=True):
+            sent = json.loads(row["request"])
+            assert sent["messages"] == [
+                {"role": "system", "content": "Answer in two words."},
+                {"role": "user", "content": item["question"]},
+            ]
+            assert sent["model"] == config["target"]["model"]["name"]
+    assert [r["request"] for r in fresh.rows] == [r["request"] for r in cached.rows]
+    assert all(r["cached"] for r in cached.rows)
