@@ -20,6 +20,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 
 from beameval.cache.journal import JournalWriter
+from beameval.config.cache import StoreUse
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
@@ -31,6 +32,7 @@ from pipeline.failures import error_rate_exceeded, failure_breakdown, format_fai
 from pipeline.graph import build_graph
 from pipeline.history import append_run
 from pipeline.interrupt import EXIT_INTERRUPTED, interruptible
+from pipeline.leaderboard import format_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import prepare_output, publish_outputs, staging_dir
@@ -45,7 +47,7 @@ from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
 from transforms.write import SUMMARY_FILE
 
-__all__ = ["RunFailed", "main", "run"]
+__all__ = ["RunFailed", "finish_run", "main", "pipeline_metrics", "run", "runner_info"]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -73,6 +75,15 @@ def run(argv: list[str]) -> dict[str, Any]:
     run_id = uuid.uuid4().hex  # one id for the workers and for provenance
     flags.output = resolve_output(flags.output, run_id, time.time())  # {run_date}, {run_id}: fixed once, here
     config = load_config(flags.config)
+    if config.targets is not None:  # several targets in one run: pipeline.multi builds on this module
+        from pipeline.multi import run_targets
+
+        return run_targets(options, flags, config)
+    if flags.policy:
+        raise EvaluatorError(
+            "--policy applies to a run with targets: (its OUT_DIR/comparison.json); a single-target run is "
+            "gated by python -m pipeline.compare --policy GATE.yaml."
+        )
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
@@ -101,38 +112,59 @@ def run(argv: list[str]) -> dict[str, Any]:
         InferenceEngine.close_all()
         JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
     run_info = {
-        **_runner_info(options),
-        **_metrics(result),
+        **runner_info(options),
+        **pipeline_metrics(result),
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
-    publish_outputs(flags.output, stage, run_id)
-    publish_run(flags.output, store)  # paid-for responses go to the store even when strict mode fails the run
-    summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
+    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history)
+
+
+def finish_run(
+    config: EvalConfig,
+    output: str,
+    stage: str,
+    run_id: str,
+    store: StoreUse,
+    paths: list[str],
+    started: float,
+    run_info: dict[str, Any],
+    history: str | None,
+) -> dict[str, Any]:
+    """After the pipeline: publish one run's outputs, write its results.json, history line and report.
+
+    A multi-target run calls this once per target, with that target's config and folder.
+
+    Raises:
+        RunFailed: strict mode saw a failed row, or more rows failed than ``params.max_error_rate``.
+    """
+    publish_outputs(output, stage, run_id)
+    publish_run(output, store)  # paid-for responses go to the store even when strict mode fails the run
+    summary = read_json(f"{output.rstrip('/')}/{SUMMARY_FILE}")
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
     results["provenance"] = build_provenance(  # CONTRACT.md "Provenance and run history"
-        config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
+        config.public_dump(), paths, output, run_id, started, time.time(), run_info["runner"]
     )
     _fail_if_strict(config, summary)
-    results["failures"] = failure_breakdown(flags.output)
+    results["failures"] = failure_breakdown(output)
     judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
     results["warnings"] = unparsed_judges(results, judges)
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
-    write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
-    if flags.history:  # one line in HISTORY/runs.jsonl per completed run
-        append_run(flags.history, results, flags.output)
-    report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
+    write_json_atomically(f"{output.rstrip('/')}/{RESULTS_FILE}", results)
+    if history:  # one line in HISTORY/runs.jsonl per completed run
+        append_run(history, results, output)
+    report_after_run(output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
     if over is not None:
         print(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
         raise RunFailed(over, hint="Look at the most common failures above, or raise params.max_error_rate.")
     return results
 
 
-def _metrics(result: beam.runners.runner.PipelineResult) -> dict[str, dict[str, int]]:
+def pipeline_metrics(result: beam.runners.runner.PipelineResult) -> dict[str, dict[str, int]]:
     """The run's Beam counters and gauges, for the ``run`` block of results.json.
 
     Counters: rows read, generated, scored and failed; requests, retries, AIMD decreases, …
@@ -151,7 +183,7 @@ def _value(metric: Any) -> Any:
     return metric.committed if metric.committed is not None else metric.attempted
 
 
-def _runner_info(options: PipelineOptions) -> dict[str, Any]:
+def runner_info(options: PipelineOptions) -> dict[str, Any]:
     """Which runner ran, and for the local one its mode and worker processes (not just "FnApiRunner")."""
     runner = options.view_as(StandardOptions).runner
     if choose_runner(options) is None:
@@ -211,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
     if results["status"] == "dry_run":
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
+        return 0
+    if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
+        print(format_leaderboard(results, results["comparison"]))
         return 0
     for warning in results.get("warnings", []):
         print(f"warning: {warning}", file=sys.stderr)
