@@ -68,10 +68,10 @@ def format_leaderboard(results: dict[str, Any], comparison: dict[str, Any] | Non
             )
     if comparison is not None:
         lines.append("")
-        family = comparison["correction"]["family_size"]
+        correction = comparison["correction"]
         lines.append(
-            f"compared with {comparison['baseline_target']} (Holm across {family} gated scores of "
-            f"{len(comparison['comparisons'])} comparisons):"
+            f"compared with {comparison['baseline_target']} ({correction['method']} across the "
+            f"{correction['gated_scores']} gated scores of {correction['comparisons']} comparisons):"
         )
         lines += [f"  {c['target']}: {c['verdict']}" for c in comparison["comparisons"]]
     return "\n".join(lines)

@@ -115,12 +115,12 @@ def compare_targets(
         }
         comparison["message"] = verdict_message(comparison, pair.flips_path)
         comparisons.append(comparison)
-    family = sum(1 for c in comparisons for s in _gated(c) if s["p_regression_adjusted"] is not None)
+    gated_scores = sum(1 for c in comparisons for s in _all_scores(c) if s["gated"])
     return {
         "baseline_target": base_name,
         "targets": list(directories),
         "comparisons": comparisons,
-        "correction": {"method": policy.correction, "comparisons": len(comparisons), "family_size": family},
+        "correction": {"method": policy.correction, "comparisons": len(comparisons), "gated_scores": gated_scores},
         "policy": policy.described(policy_path, level),
     }
 
@@ -153,6 +153,6 @@ def _flips(result: beam.runners.runner.PipelineResult, name: str) -> int | None:
     return sum(int(c.committed if c.committed is not None else c.attempted) for c in found)
 
 
-def _gated(comparison: dict[str, Any]) -> list[dict[str, Any]]:
+def _all_scores(comparison: dict[str, Any]) -> list[dict[str, Any]]:
     scores = list(comparison["scores"])
     return scores + [s for g in comparison.get("groups") or [] for s in g["scores"]]

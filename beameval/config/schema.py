@@ -95,9 +95,11 @@ class EvalConfig(Frozen):
 
         Keys live in environment variables (only their names are here); ``default_headers``
         are left out wherever they appear (target, judges), as their values may be secrets.
-        A single-target config has no ``targets`` key (its dump, and eval_hash, are as before).
+        A single-target config has no ``targets`` key (its dump, and eval_hash, are as before), a
+        multi-target one no ``target`` key.
         """
-        return _without_headers(self.model_dump(mode="json", exclude={"targets"} if self.targets is None else None))
+        unused = {"targets"} if self.targets is None else {"target"}
+        return _without_headers(self.model_dump(mode="json", exclude=unused))
 
     def for_target(self, target: NamedTarget) -> EvalConfig:
         """The single-target config a multi-target run evaluates ``target`` with.

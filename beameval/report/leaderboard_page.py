@@ -82,8 +82,8 @@ def _comparisons(comparison: Mapping[str, Any]) -> str:
     correction = comparison.get("correction") or {}
     parts = [
         '<section id="comparisons"><h2>Comparisons with the baseline</h2>',
-        f'<p class="sub">p_reg_adj: {esc(correction.get("method"))} across {num(correction.get("family_size"))} '
-        f"gated scores of {num(correction.get('comparisons'))} comparisons</p>",
+        f'<p class="sub">p_reg_adj: {esc(correction.get("method"))} across the {num(correction.get("gated_scores"))} '
+        f"gated scores of {num(correction.get('comparisons'))} comparisons (groups included)</p>",
     ]
     head = ["score", "n", "baseline", "candidate", "delta", "interval", "margin", "p_reg_adj", "verdict"]
     for entry in comparison.get("comparisons") or []:

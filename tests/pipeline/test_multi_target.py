@@ -181,7 +181,9 @@ def test_comparisons_equal_pipeline_compare_except_the_run_wide_correction(runs,
     assert small["p_regression_adjusted"] == pytest.approx(2 * p_small)  # Holm by hand: smallest of two, x2
     assert tiny["p_regression_adjusted"] == pytest.approx(max(2 * p_small, p_tiny))
     assert [c["verdict"] for c in comparison["comparisons"]] == ["INCONCLUSIVE", "INCONCLUSIVE"]
-    assert comparison["correction"] == {"method": "holm", "comparisons": 2, "family_size": 2}
+    # exact-match and ok_rate are gated in both; ok_rate (se = 0 within its margin) stays out of the family
+    assert comparison["correction"] == {"method": "holm", "comparisons": 2, "gated_scores": 4}
+    assert [c["scores"][1]["p_regression_adjusted"] for c in comparison["comparisons"]] == [1.0, 1.0]
 
 
 def test_adding_a_target_with_a_store_sends_only_that_targets_requests(servers, runs) -> None:
