@@ -24,6 +24,7 @@ from beameval.core.errors import EvaluatorError
 from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
+from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.graph import TargetBranch, build_targets_graph
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
@@ -31,7 +32,6 @@ from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.results import RESULTS_FILE, write_json_atomically
-from pipeline.run import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.targets_compare import compare_targets
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
