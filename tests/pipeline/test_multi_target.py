@@ -133,7 +133,9 @@ def test_the_leaderboard_equals_the_per_target_results(runs) -> None:
     assert [e["target"] for e in results["leaderboard"]] == results["targets"]
     for entry in results["leaderboard"]:
         own = json.loads((runs["out"] / "targets" / entry["target"] / "results.json").read_text())
-        want = [{k: s[k] for k in ("name", "mean", "ci_low", "ci_high", "count")} for s in own["aggregate_scores"]["scores"]]
+        want = [
+            {k: s[k] for k in ("name", "mean", "ci_low", "ci_high", "count")} for s in own["aggregate_scores"]["scores"]
+        ]
         assert entry["scores"] == want
         assert entry["scores"][0]["mean"] == pytest.approx((N - len(WRONG[entry["target"]])) / N)
     assert "targets" in results["config"] and "target" not in results["config"]
@@ -201,7 +203,9 @@ def test_adding_a_target_with_a_store_sends_only_that_targets_requests(servers, 
 
 def test_the_terminal_summary_prints_the_leaderboard(servers, runs, capsys) -> None:
     capsys.readouterr()
-    assert _run(_multi_config(runs["data"], servers), runs["tmp"] / "printed", "--cache", str(runs["tmp"] / "store")) == 0
+    assert (
+        _run(_multi_config(runs["data"], servers), runs["tmp"] / "printed", "--cache", str(runs["tmp"] / "store")) == 0
+    )
     out = capsys.readouterr().out
     lines = [line.split() for line in out.splitlines()]
     assert ["base", EM, str(N), "1.0000"] in [line[:4] for line in lines]
