@@ -269,3 +269,20 @@ def test_kill_9_then_resume_sends_nothing_twice_for_any_target(servers, runs, tm
     resumed = json.loads((output / "results.json").read_text())
     first = json.loads((runs["out"] / "results.json").read_text())
     assert resumed["leaderboard"] == first["leaderboard"]
+
+
+def test_policy_applies_to_the_comparisons_and_is_refused_without_targets(servers, runs, capsys) -> None:
+    tmp = runs["tmp"]
+    policy = tmp / "gate.yaml"
+    policy.write_text("correction: none\n")
+    store = ("--cache", str(tmp / "store"))  # filled by the earlier runs: nothing is sent
+    assert _run(_multi_config(runs["data"], servers), tmp / "uncorrected", "--policy", str(policy), *store) == 0
+    comparison = json.loads((tmp / "uncorrected" / "comparison.json").read_text())
+    small = comparison["comparisons"][0]
+    assert small["verdict"] == "NO-GO"  # as pipeline.compare alone decides it
+    assert small["scores"][0]["p_regression_adjusted"] == small["scores"][0]["p_regression"]
+    assert comparison["policy"]["correction"] == "none"
+    capsys.readouterr()
+    single = {**_base_config(runs["data"]), "target": {"model": _model(servers["base"])}}
+    assert _run(single, tmp / "single_policy", "--policy", str(policy)) == 2
+    assert "--policy applies to a run with targets" in capsys.readouterr().err
