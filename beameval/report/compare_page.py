@@ -33,7 +33,7 @@ _COLUMNS = [
     ("delta", "delta"),
     ("delta_stderr", "stderr"),
     ("test", "test"),
-    ("p_value", "p"),
+    ("p_regression_adjusted", "p (regression, adjusted)"),
     ("mde", "MDE"),
     ("improved", "improved"),
     ("regressed", "regressed"),
@@ -41,7 +41,12 @@ _COLUMNS = [
 
 
 def gate_thresholds(comparison: Mapping[str, Any]) -> dict[str, float]:
-    """``max_drop`` per gated score: the policy's, or 0 for every score when the policy names none."""
+    """The margin per gated score: each score's ``margin`` (the revised gate), else the policy's ``max_drop``."""
+    scores = [s for s in comparison.get("scores") or [] if isinstance(s, Mapping)]
+    if any("margin" in s for s in scores):
+        return {
+            str(s.get("name")): float(s["margin"]) for s in scores if s.get("gated") and s.get("margin") is not None
+        }
     policy = comparison.get("policy") or {}
     named = policy.get("scores") if isinstance(policy, Mapping) else None
     if isinstance(named, Mapping) and named:
@@ -50,7 +55,7 @@ def gate_thresholds(comparison: Mapping[str, Any]) -> dict[str, float]:
             for k, v in named.items()
             if isinstance(v, Mapping) and isinstance(v.get("max_drop", 0.0), int | float)
         }
-    return {str(s.get("name")): 0.0 for s in comparison.get("scores") or [] if isinstance(s, Mapping)}
+    return {str(s.get("name")): 0.0 for s in scores}
 
 
 def render_comparison_report(
@@ -68,6 +73,7 @@ def render_comparison_report(
     """
     scores = [s for s in comparison.get("scores") or [] if isinstance(s, Mapping)]
     thresholds = gate_thresholds(comparison)
+    grouped = _group_scores(comparison)
     verdict = str(comparison.get("verdict") or "UNKNOWN")
     title = "Comparison report"
     body = [
@@ -80,7 +86,7 @@ def render_comparison_report(
         "interval; grey: zero; red dashes: the gate (−max_drop).</p>"
         + (forest_plot(scores, thresholds) or "<p>No score has a delta.</p>")
         + "</section>",
-        _score_table(scores, thresholds),
+        _score_table([*scores, *grouped], {**thresholds, **gate_thresholds({"scores": grouped})}),
         _flips(flips, total_flips),
         _policy(comparison),
         "</main>",
@@ -109,6 +115,17 @@ def _verdict_line(
     if not worse and not open_:
         text += "; none dropped beyond its gate"
     return text + "."
+
+
+def _group_scores(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each group's scores as table rows named ``field=value: score`` (the revised gate's ``groups``)."""
+    return [
+        {**s, "name": f"{g.get('by')}={json.dumps(g.get('value'))}: {s.get('name')}"}
+        for g in comparison.get("groups") or []
+        if isinstance(g, Mapping)
+        for s in g.get("scores") or []
+        if isinstance(s, Mapping)
+    ]
 
 
 def _score_table(scores: Sequence[Mapping[str, Any]], gates: Mapping[str, float]) -> str:

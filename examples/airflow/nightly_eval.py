@@ -11,8 +11,10 @@ Tasks, in order (CONTRACT.md, "Scheduling"):
   local engine, which never downloads Prism) and ``--labels=airflow-version=...``.
 - ``compare``: ``python -m pipeline.compare --baseline latest --history HISTORY
   --candidate OUTPUT_ROOT/<logical date> --output OUTPUT_ROOT/<logical date>/comparison
-  [--policy POLICY]``. Exit 0 (GO, or no earlier run of the same evaluation: the first
-  night) succeeds; exit 1 (NO-GO) fails the task without retries, so the DAG run fails;
+  [--policy POLICY]``. ``latest`` is the last *accepted* run (its own comparison was GO, or
+  it had no baseline): ``compare`` records each night's verdict in the history, so a
+  regression that lasts two nights is NO-GO on both. Exit 0 (GO, or no earlier run of the
+  same evaluation: the first night) succeeds; exit 1 (NO-GO) fails the task without retries, so the DAG run fails;
   exit 4 (INCONCLUSIVE) ends the task **skipped** (a state of its own in the UI) and calls
   ``on_inconclusive``; anything else fails. The verdict's paragraph and the path of
   ``report.html`` are in the task log.

@@ -361,3 +361,195 @@ def test_git_commit_from_loose_and_packed_refs(tmp_path) -> None:
     (git / "HEAD").write_text("c" * 40 + "\n")  # detached
     assert git_commit(tmp_path) == "c" * 40
     assert git_commit(tmp_path / "elsewhere") is None
+
+
+# ---- The revised gate through the real CLI (CONTRACT "Gating, revised") ----
+
+
+def _online_config(tmp: Path, name: str, dataset: Path, url: str, **params: Any) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": {"path": str(dataset)},
+                "target": {"model": {"url": url, "name": name}},
+                "params": {"ignore_request_failure": True, "max_retries": 0, **params},
+                "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+                "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+            }
+        )
+    )
+    return path
+
+
+def _questions(tmp: Path, n: int) -> Path:
+    return _write(tmp / "qa.jsonl", [{"id": f"r{i}", "question": f"Q{i}?", "answer": f"Q{i}?"} for i in range(n)])
+
+
+def test_failed_rows_make_no_go_through_ok_rate(tmp_path, clean_server, capsys) -> None:
+    dataset = _questions(tmp_path, 40)
+    clean_server.configure(rules=[{"match": f"Q{i}?", "reply": "wrong"} for i in range(19)])
+    _run(_online_config(tmp_path, "base", dataset, clean_server.base_url), tmp_path / "a")
+    # The candidate fails exactly the 19 rows the baseline got wrong: every pair that is ok on both sides is right.
+    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 400} for i in range(19)])
+    _run(_online_config(tmp_path, "cand", dataset, clean_server.base_url), tmp_path / "b")  # 47.5% failed: exit 0
+    code, cmp, _, err = _compare(
+        capsys, tmp_path / "cmp", "--baseline", str(tmp_path / "a"), "--candidate", str(tmp_path / "b")
+    )
+    em, ok = cmp["scores"]
+    assert em["n_paired"] == 21 and em["delta"] == 0 and em["verdict"] == "GO"  # the old gate said GO here
+    assert ok["name"] == "ok_rate" and ok["n_paired"] == 40 and ok["regressed"] == 19
+    assert ok["delta"] == pytest.approx(-19 / 40) and ok["verdict"] == "NO-GO"
+    assert code == 1 and cmp["verdict"] == "NO-GO" and "ok_rate" in err
+    assert cmp["counts"]["failed_candidate"] == 19 and "counted in ok_rate" in err
+
+
+def test_most_rows_failing_fails_the_run_and_the_comparison_refuses_it(tmp_path, clean_server, capsys) -> None:
+    dataset = _questions(tmp_path, 40)
+    _run(_online_config(tmp_path, "base", dataset, clean_server.base_url), tmp_path / "a")
+    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 404} for i in range(21)])
+    config = _online_config(tmp_path, "cand", dataset, clean_server.base_url)  # no max_error_rate: the default 0.5
+    capsys.readouterr()
+    assert run_main(["--config", str(config), "--output", str(tmp_path / "b"), "--progress_interval", "0"]) == 1
+    assert "21 of 40 rows failed (52.5%), more than params.max_error_rate (50.0%)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["status"] == "failed"
+    code, cmp, _, err = _compare(
+        capsys, tmp_path / "cmp", "--baseline", str(tmp_path / "a"), "--candidate", str(tmp_path / "b")
+    )
+    assert code == 2 and cmp == {}
+    assert f"the candidate run {str(tmp_path / 'b')!r} did not complete: its status is 'failed'" in err
+
+
+def _grouped_rows(variant: str) -> list[dict[str, Any]]:
+    """600 rows: "arith" (100) collapses from 75 to 45 right in "b", "text" (498) gains 30, "misc" (2) is tiny."""
+    rows = []
+    for i in range(600):
+        category = "arith" if i < 100 else "misc" if i >= 598 else "text"
+        if category == "arith":
+            right = i < 75 if variant == "a" else i < 45
+        elif category == "text":
+            right = (i % 5 != 0) if variant == "a" else (i % 5 != 0 or i < 250)
+        else:
+            right = None  # f1 0.5 and 0: a t interval of [-2.93, 3.43] before clipping
+        rows.append(
+            {
+                "id": f"q{i}",
+                "category": category,
+                "half": i % 2,
+                "answer": _answer(i),
+                "output": _output(i, "half" if right is None and i == 598 else "right" if right else "wrong"),
+            }
+        )
+    return rows
+
+
+def _grouped_config(tmp: Path, name: str, dataset: Path) -> Path:
+    config = {
+        "dataset": {"path": str(dataset)},
+        "statistics": {"group_by": ["category"]},
+        "metrics": [
+            {"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"},
+            {"type": "f1", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"},
+        ],
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_collapsed_group_is_no_go_under_a_fine_overall_score_and_intervals_stay_in_range(tmp_path, capsys) -> None:
+    for variant in "ab":
+        dataset = _write(tmp_path / f"{variant}.jsonl", _grouped_rows(variant))
+        _run(_grouped_config(tmp_path, variant, dataset), tmp_path / variant)
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    misc = next(g for g in results["groups"] if g["value"] == "misc")
+    f1 = next(s for s in misc["scores"] if s["name"] == "f1.f1")
+    half = stats.t.ppf(0.975, 1) * 0.25  # sd sqrt(0.125), n 2: stderr 0.25
+    assert 0.25 - half < -2.9 and f1["ci_method"] == "t" and f1["mean"] == 0.25
+    assert (f1["ci_low"], f1["ci_high"], f1["ci_clipped"], f1["range"]) == (0.0, 1.0, True, [0.0, 1.0])
+    overall = next(s for s in results["aggregate_scores"]["scores"] if s["name"] == "f1.f1")
+    assert overall["ci_clipped"] is False and overall["ci_low"] > 0
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump({"scores": {"exact-match.exact-match": {"max_drop": 0.05}}}))
+    args = ("--baseline", str(tmp_path / "a"), "--candidate", str(tmp_path / "b"), "--policy", str(policy))
+    code, cmp, out, err = _compare(capsys, tmp_path / "cmp", *args)
+    em = cmp["scores"][0]
+    assert em["delta"] == 0 and em["verdict"] == "GO"  # overall the candidate is as good
+    groups = {g["value"]: g for g in cmp["groups"]}
+    assert [g["value"] for g in cmp["groups"]] == ["arith", "misc", "text"] and groups["arith"]["n_paired"] == 100
+    arith = groups["arith"]["scores"][0]
+    assert arith["delta"] == pytest.approx(-0.3) and arith["verdict"] == "NO-GO"
+    assert groups["text"]["scores"][0]["verdict"] == "GO"
+    assert not groups["misc"]["scores"][0]["gated"] and groups["misc"]["scores"][0]["verdict"] is None
+    # the group's p joins the Holm family: exact-match overall, arith, text (ok_rate everywhere is certain)
+    family = [em, arith, groups["text"]["scores"][0]]
+    raws = sorted(r["p_regression"] for r in family)
+    assert arith["p_regression_adjusted"] == pytest.approx(min(1.0, 3 * raws[0]))
+    assert code == 1 and cmp["verdict"] == "NO-GO" and 'category="arith": exact-match.exact-match' in err
+    assert '  category="arith": exact-match.exact-match' in out and "Holm-adjusted over" in out
+    code, cmp, _, _ = _compare(capsys, tmp_path / "half", *args, "--group_by", "half")
+    assert [g["value"] for g in cmp["groups"]] == [0, 1] and cmp["group_by"] == ["half"]
+
+
+def test_latest_is_the_last_accepted_run_so_a_two_night_regression_is_no_go_both_nights(
+    tmp_path, clean_server, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    dataset = _questions(tmp_path, 120)
+    history = "history"  # relative: recorded absolute
+
+    def night(name: str, wrong: range) -> str:
+        clean_server.configure(rules=[{"match": f"Q{i}?", "reply": "wrong"} for i in wrong])
+        _run(_online_config(tmp_path, "model", dataset, clean_server.base_url), Path(name), "--history", history)
+        return name
+
+    def gate(candidate: str, baseline: str = "latest") -> tuple[int, dict[str, Any], str, str]:
+        args = ("--baseline", baseline, "--history", history, "--candidate", candidate)
+        return _compare(capsys, tmp_path / f"cmp_{candidate}_{baseline}", *args)
+
+    code, cmp, out, _ = gate(night("night1", range(0)))
+    assert code == 0 and cmp == {} and out.startswith("no baseline:")
+    code, cmp, _, _ = gate(night("night2", range(0, 120, 4)))
+    assert code == 1 and cmp["baseline"]["output"] == str(tmp_path / "night1")
+    code, cmp, _, _ = gate(night("night3", range(0, 120, 4)))  # the same regression, a second night
+    assert code == 1 and cmp["verdict"] == "NO-GO" and cmp["baseline"]["output"] == str(tmp_path / "night1")
+    code, cmp, _, _ = gate("night3", "previous")  # the last run whatever its verdict: night2, the same replies
+    assert code == 0 and cmp["verdict"] == "GO" and cmp["baseline"]["output"] == str(tmp_path / "night2")
+    lines = [json.loads(line) for line in (tmp_path / "history" / "runs.jsonl").read_text().splitlines()]
+    outputs = [r["output"] for r in lines if "output" in r]
+    assert outputs == [str(tmp_path / n) for n in ("night1", "night2", "night3")]  # absolute
+    verdicts = [(r["verdict"], r["baseline_run_id"]) for r in lines if "compared_at" in r]
+    ids = [r["run_id"] for r in lines if "output" in r]
+    assert verdicts == [(None, None), ("NO-GO", ids[0]), ("NO-GO", ids[0]), ("GO", ids[1])]
+    # A later run written over night1's directory is not the run the history recorded there.
+    _run(_online_config(tmp_path, "model", dataset, clean_server.base_url), Path("night1"), "--overwrite")
+    code, _, _, err = gate("night3")
+    assert code == 2 and f"records run {ids[0]} at {str(tmp_path / 'night1')!r}" in err and "written over" in err
+
+
+def test_incomplete_runs_and_bad_histories_are_refused(runs, capsys, tmp_path) -> None:
+    import shutil
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(runs["a2"], stopped)
+    results = json.loads((stopped / "results.json").read_text())
+    (stopped / "results.json").write_text(json.dumps({**results, "complete": False, "stopped": "budget"}))
+    code, cmp, _, err = _compare(capsys, tmp_path / "cmp", "--baseline", str(runs["a"]), "--candidate", str(stopped))
+    assert code == 4 and cmp["verdict"] == "INCONCLUSIVE" and all(s["verdict"] == "GO" for s in cmp["scores"])
+    assert "the candidate run stopped at its budget" in err and cmp["candidate"]["stopped"] == "budget"
+    (stopped / "results.json").write_text(json.dumps({**results, "status": "running"}))
+    code, _, _, err = _compare(capsys, tmp_path / "cmp2", "--baseline", str(stopped), "--candidate", str(runs["a"]))
+    assert code == 2 and "the baseline run" in err and "its status is 'running'" in err
+    args = ("--baseline", "latest", "--candidate", str(runs["a2"]))
+    code, _, out, err = _compare(capsys, tmp_path / "h1", *args, "--history", str(tmp_path / "nowhere"))
+    assert code == 2 and "does not exist" in err and "no baseline" not in out
+    (tmp_path / "empty").mkdir()
+    code, _, _, err = _compare(capsys, tmp_path / "h2", *args, "--history", str(tmp_path / "empty"))
+    assert code == 2 and "is not a run history" in err
+    broken = tmp_path / "broken"
+    shutil.copytree(runs["history"], broken)
+    with (broken / "runs.jsonl").open("a") as handle:
+        handle.write('{"run_id": "half a line\n')
+    line = len((broken / "runs.jsonl").read_text().splitlines())
+    code, _, _, err = _compare(capsys, tmp_path / "h3", *args, "--history", str(broken))
+    assert code == 2 and f"runs.jsonl line {line}" in err and "unreadable" in err

@@ -81,7 +81,10 @@ def check_clustered(score: dict[str, Any], values: list[float], clusters: list[A
     assert score["mean"] == pytest.approx(mean, rel=1e-12)
     assert score["ci_method"] == "clustered-t"
     assert score["stderr"] == pytest.approx(se, rel=1e-10)
-    assert (score["ci_low"], score["ci_high"]) == pytest.approx((mean - half, mean + half), rel=1e-10)
+    low, high = score["range"]  # the interval is clipped to the score's range (ci_clipped says so)
+    expected = (max(mean - half, low), min(mean + half, high))
+    assert (score["ci_low"], score["ci_high"]) == pytest.approx(expected, rel=1e-10)
+    assert score["ci_clipped"] == (expected != (mean - half, mean + half))
     assert score["sample_variance"] == pytest.approx(np.var(values, ddof=1), rel=1e-10)
     assert score["confidence_level"] == LEVEL
 

@@ -1,4 +1,4 @@
-"""``examples/airflow/nightly_eval.py`` run for real: ``airflow dags test`` for three nights, offline, on sqlite.
+"""``examples/airflow/nightly_eval.py`` run for real: ``airflow dags test`` for four nights, offline, on sqlite.
 
 Airflow 3.3.2 and its providers live in their own virtual environment (``airflow_env``,
 built by ``.ci/run`` before pytest starts, or here on first use); the DAG's ``python``
@@ -8,8 +8,9 @@ test server on 127.0.0.1, which echoes the question:
 - night 1, the good model: the run succeeds and ``compare`` says there is no baseline yet;
 - night 2, a degraded model (scripted to answer "I don't know." to questions containing
   "answer 1" or "answer 2"): ``compare`` is NO-GO against night 1 and the DAG run fails;
-- night 3, the good model again: GO against night 2 (``latest`` is the previous night,
-  not the first one).
+- night 3, still degraded: NO-GO again, against night 1 (``latest`` is the last *accepted*
+  run: night 2 failed its gate, so a regression that lasts two nights does not turn green);
+- night 4, the good model again: GO against night 1.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def airflow() -> tuple[Path, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # 3 nights take about 2 minutes; building the environment here adds about 5
-def test_three_nights_no_baseline_then_no_go_then_go_against_latest(airflow, server, tmp_path: Path) -> None:
+@pytest.mark.timeout(1500)  # 4 nights take about 3 minutes; building the environment here adds about 5
+def test_nights_no_baseline_then_no_go_twice_then_go_against_the_last_accepted(airflow, server, tmp_path: Path) -> None:
     airflow_bin, built_s = airflow
     home = tmp_path / "airflow"
     (home / "dags").mkdir(parents=True)
@@ -121,14 +122,21 @@ def test_three_nights_no_baseline_then_no_go_then_go_against_latest(airflow, ser
     assert score["p_value"] == pytest.approx(2 * 0.5**regressed)  # exact McNemar: 18 discordant pairs, all one way
     assert f"NO-GO: the candidate regressed; report: {runs / '2026-01-02' / 'comparison' / 'report.html'}" in log
 
-    server.reset(config=True)
-    code, log = night("2026-01-03")
-    assert code == 0 and "state=success" in log, log[-6000:]
+    code, log = night("2026-01-03")  # the same regression, a second night
+    assert code != 0 and "state=failed" in log, log[-6000:]
     third = json.loads((runs / "2026-01-03" / "comparison" / "comparison.json").read_text())
-    assert third["verdict"] == "GO"
-    assert third["baseline"]["output"] == str(runs / "2026-01-02")  # `latest` is the previous night
-    assert third["scores"][0]["delta"] == pytest.approx(regressed / len(ROWS))
-    assert f"verdict: GO; report: {runs / '2026-01-03' / 'comparison' / 'report.html'}" in log
+    assert third["verdict"] == "NO-GO" and third["baseline"]["output"] == str(runs / "2026-01-01")
+    assert third["scores"][0]["delta"] == pytest.approx(-regressed / len(ROWS))
+
+    server.reset(config=True)
+    code, log = night("2026-01-04")
+    assert code == 0 and "state=success" in log, log[-6000:]
+    fourth = json.loads((runs / "2026-01-04" / "comparison" / "comparison.json").read_text())
+    assert fourth["verdict"] == "GO" and fourth["baseline"]["output"] == str(runs / "2026-01-01")
+    assert fourth["scores"][0]["delta"] == 0
+    assert f"verdict: GO; report: {runs / '2026-01-04' / 'comparison' / 'report.html'}" in log
     records = [json.loads(line) for line in (history / "runs.jsonl").read_text().splitlines()]
-    assert [r["output"] for r in records] == [str(runs / d) for d in ("2026-01-01", "2026-01-02", "2026-01-03")]
+    nights = ("2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
+    assert [r["output"] for r in records if "output" in r] == [str(runs / d) for d in nights]
+    assert [r["verdict"] for r in records if "compared_at" in r] == [None, "NO-GO", "NO-GO", "GO"]
     print(f"airflow timings: {timings}")
