@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -25,7 +26,7 @@ from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
-__all__ = ["build_graph"]
+__all__ = ["TargetBranch", "build_graph", "build_targets_graph"]
 
 
 def build_graph(
@@ -52,13 +53,88 @@ def build_graph(
         stage: where rows/, errors/ and the summaries are written until the run publishes
             them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
     """
-    written = stage or output
-    scorer = RowScorer(config.metrics, config.dataset.id_field)
     read = ReadRows(paths, config.dataset.format, limit)
+    samples = _read(pipeline, config, read)
+    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage)
+    _progress(pipeline, scored, run_id, read, limit)
+
+
+@dataclass(frozen=True)
+class TargetBranch:
+    """One target of a multi-target run: its single-target config, where it writes, and its own run id."""
+
+    name: str
+    config: EvalConfig
+    output: str
+    run_id: str
+    stored_shards: Sequence[str] | None
+    stage: str
+
+
+def build_targets_graph(
+    pipeline: beam.Pipeline, config: EvalConfig, branches: Sequence[TargetBranch], paths: list[str], limit: int | None
+) -> None:
+    """Add a multi-target evaluation to ``pipeline``: read and render once, then one branch per target.
+
+    Each branch is the single-target graph after the read (:func:`build_graph`'s own stages,
+    under the target's name), with that target's config, journal, store shards and staging
+    folder, so ``OUT_DIR/targets/NAME/`` is what a run of that target alone writes. Branches
+    rather than one keyed stage: each target keeps its own engine (concurrency limit, retries,
+    rate limits), and every per-target stage, writer and CombineFn is reused as it is.
+
+    Args:
+        pipeline: the Beam pipeline to extend.
+        config: the multi-target config (its dataset, repeats and prompt are every branch's).
+        branches: one per target, in the config's order.
+        paths: the dataset files, sorted.
+        limit: evaluate only rows with ``row_index < limit``.
+    """
+    read = ReadRows(paths, config.dataset.format, limit)
+    samples = _read(pipeline, config, read)
+    scored = [
+        (read.fingerprints, samples)
+        | branch.name >> _Branch(branch.config, branch.output, branch.run_id, branch.stored_shards, branch.stage)
+        for branch in branches
+    ]
+    # One progress line for the run, counting the first target's rows (every target scores each row once).
+    _progress(pipeline, scored[0], branches[0].run_id, read, limit)
+
+
+class _Branch(beam.PTransform):  # type: ignore[misc]
+    """One target's stages, nested under its name so the labels of every branch are distinct."""
+
+    def __init__(
+        self, config: EvalConfig, output: str, run_id: str, stored_shards: Sequence[str] | None, stage: str
+    ) -> None:
+        super().__init__()
+        self._args = (config, output, run_id, stored_shards, stage)
+
+    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
+        fingerprints, samples = inputs
+        return _evaluate(fingerprints, samples, *self._args)
+
+
+def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
+    """The samples to evaluate: the rows as read, each K times with ``params.repeats``."""
     rows = pipeline | "ReadRows" >> read
     repeats = config.params.repeats
     # params.repeats: each row becomes K samples (sample_index 0..K-1) before anything is sent or looked up.
-    samples = rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
+    return rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
+
+
+def _evaluate(
+    fingerprints: beam.PCollection,
+    samples: beam.PCollection,
+    config: EvalConfig,
+    output: str,
+    run_id: str,
+    stored_shards: Sequence[str] | None,
+    stage: str | None,
+) -> beam.PCollection:
+    """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows."""
+    pipeline = samples.pipeline
+    written = stage or output
+    scorer = RowScorer(config.metrics, config.dataset.id_field)
     journal = FileSystems.join(output, JOURNAL_DIR)  # every successful response is recorded as it arrives
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
@@ -87,11 +163,17 @@ def build_graph(
     score = ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=generated is samples)
     scored = generated | "ScoreRows" >> beam.ParDo(score).with_outputs(ERRORS, main="rows")
     # results.json provenance: the dataset fingerprint, and the models seen in the target's replies
-    collect_provenance(read.fingerprints, None if config.target is None else generated, written)
+    collect_provenance(fingerprints, None if config.target is None else generated, written)
     _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)
     _ = scored[ERRORS] | "WriteErrors" >> WriteErrors(written)
-    summarize = SummarizeRun(scorer.score_names, config.statistics, repeats)
+    summarize = SummarizeRun(scorer.score_names, config.statistics, config.params.repeats)
     _ = scored.rows | "SummarizeRun" >> summarize | "WriteSummary" >> WriteSummary(written)
+    return scored.rows
+
+
+def _progress(
+    pipeline: beam.Pipeline, scored: beam.PCollection, run_id: str, read: ReadRows, limit: int | None
+) -> None:
     interval, _, local = progress_settings(pipeline.options)
     if interval > 0:
-        _ = scored.rows | "Progress" >> ProgressLines(run_id, interval, read.splits if local else None, limit)
+        _ = scored | "Progress" >> ProgressLines(run_id, interval, read.splits if local else None, limit)

@@ -66,6 +66,11 @@ class EvalOptions(PipelineOptions):
             help="run history (directory or URL): a completed run appends its record to HISTORY/runs.jsonl",
         )
         parser.add_argument(
+            "--policy",
+            default=None,
+            help="with targets: the gate policy (YAML or JSON) of the comparisons in OUT_DIR/comparison.json",
+        )
+        parser.add_argument(
             "--no_cache",
             **SWITCH,
             default=False,

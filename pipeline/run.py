@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 import traceback
@@ -16,45 +15,37 @@ import uuid
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
-from beameval.cache.journal import JOURNAL_DIR, JournalWriter
-from beameval.config.schema import EvalConfig
+from beameval.cache.journal import JournalWriter
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
-from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
-from pipeline.cache import lookup_shards, publish_run, run_store_use
+from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
 from pipeline.config import load_config
-from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
+from pipeline.failures import format_failures
+from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.graph import build_graph
-from pipeline.history import append_run
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
+from pipeline.leaderboard import format_leaderboard
 from pipeline.local_runner import choose_runner
+from pipeline.multi import run_targets
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import (
     full_disk_message,
     lock_output,
     prepare_output,
-    publish_outputs,
     refuse_dataset_overlap,
     release_output,
     staging_dir,
 )
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.provenance import build_provenance
-from pipeline.quota import EXIT_BUDGET, budget_fields, costs, job_config, spent_before
-from pipeline.report import report_after_run
-from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from pipeline.quota import EXIT_BUDGET, job_config, spent_before
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
-from transforms import NAMESPACE
-from transforms.batch import batch_usage, uses_batch_mode
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
-from transforms.write import SUMMARY_FILE
 
 __all__ = ["BatchesPending", "RunFailed", "main", "run"]
 
@@ -63,14 +54,6 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 #: Batch mode: batches are still running at the provider (``EX_TEMPFAIL``); rerun with ``--resume``.
 EXIT_BATCHES_PENDING = 75
-
-
-class RunFailed(EvaluatorError):
-    """Strict mode: a row failed, so the run is not reported as complete."""
-
-
-class BatchesPending(EvaluatorError):
-    """Batch mode: some requests' batches are still running; nothing is published until they are collected."""
 
 
 def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, Any]:
@@ -92,6 +75,13 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     if interrupt is not None:
         interrupt.output = flags.output
     config = load_config(flags.config)
+    if config.targets is not None:  # several targets in one run (pipeline.multi)
+        return run_targets(options, flags, config)
+    if flags.policy:
+        raise EvaluatorError(
+            "--policy applies to a run with targets: (its OUT_DIR/comparison.json); a single-target run is "
+            "gated by python -m pipeline.compare --policy GATE.yaml."
+        )
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
@@ -124,104 +114,14 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         InferenceEngine.close_all()
         JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
     run_info = {
-        **_runner_info(options),
-        **_metrics(result),
+        **runner_info(options),
+        **pipeline_metrics(result),
         "wall_time_s": round(time.time() - started, 3),
         "dataset_files": len(paths),
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
-    batches = batch_usage(f"{flags.output.rstrip('/')}/{JOURNAL_DIR}") if uses_batch_mode(config) else None
-    if batches is not None and batches.pop("live"):
-        raise BatchesPending(_pending_message(batches, flags.output))
-    publish_outputs(flags.output, stage, run_id)
-    store_warnings = publish_run(flags.output, store)  # even when strict mode fails the run; a failure only warns
-    summary = read_json(f"{flags.output.rstrip('/')}/{SUMMARY_FILE}")
-    scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
-    results = build_results(summary, scorer, config.public_dump(), run_info)
-    if batches is not None:  # every run of this OUT_DIR together; the tokens are the batch-priced ones
-        results["usage"]["batch"] = batches
-    results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
-        config.public_dump(), paths, flags.output, run_id, started, time.time(), run_info["runner"]
-    )
-    _fail_if_strict(config, summary)
-    results["failures"] = failure_breakdown(flags.output)
-    judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
-    results["warnings"] = unparsed_judges(results, judges) + store_warnings
-    cost = costs(config, results["usage"])
-    if cost is not None:
-        results["usage"]["cost_usd"] = cost
-    results.update(budget_fields(config, results["counts"], results["usage"], spent))
-    over = error_rate_exceeded(results, config.params.max_error_rate)
-    results["status"] = "completed" if over is None else "failed"
-    if over is None and results.get("stopped"):
-        results["status"] = "stopped"
-    write_json_atomically(f"{flags.output.rstrip('/')}/{RESULTS_FILE}", results)
-    if flags.history and results["status"] == "completed":  # one line in HISTORY/runs.jsonl per completed run
-        append_run(flags.history, results, flags.output)
-    report_after_run(flags.output, results)  # OUT_DIR/report.html (issue 16); a failure here only warns
-    if over is not None:
-        print(
-            printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"]))
-        )
-        raise RunFailed(over, hint="Look at the most common failures above, or raise params.max_error_rate.")
-    return results
-
-
-def _pending_message(batches: dict[str, int], output: str) -> str:
-    return (
-        f"batches are still running at the provider ({batches['batches']} created for {batches['requests']} "
-        f"requests so far, every one recorded in {output.rstrip('/')}/{JOURNAL_DIR}/batches/); nothing was "
-        "published yet. Rerun the same command with --resume to collect what has finished: it exits 75 again "
-        "while batches still run, and 0 with complete outputs once all are collected."
-    )
-
-
-def _metrics(result: beam.runners.runner.PipelineResult) -> dict[str, dict[str, int]]:
-    """The run's Beam counters and gauges, for the ``run`` block of results.json.
-
-    Counters: rows read, generated, scored and failed; requests, retries, AIMD decreases, …
-    Gauges: the concurrency limit and peak in flight that a worker reported last.
-    """
-    try:
-        found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
-    except (NotImplementedError, AttributeError, KeyError):  # a runner without metrics (dry run)
-        return {"counters": {}, "gauges": {}}
-    counters = {c.key.metric.name: int(_value(c)) for c in found.get("counters", [])}
-    gauges = {g.key.metric.name: int(_value(g).value) for g in found.get("gauges", []) if _value(g) is not None}
-    return {"counters": counters, "gauges": gauges}
-
-
-def _value(metric: Any) -> Any:
-    return metric.committed if metric.committed is not None else metric.attempted
-
-
-def _runner_info(options: PipelineOptions) -> dict[str, Any]:
-    """Which runner ran, and for the local one its mode and worker processes (not just "FnApiRunner")."""
-    runner = options.view_as(StandardOptions).runner
-    if choose_runner(options) is None:
-        return {"runner": runner}
-    direct = options.view_as(DirectOptions)
-    mode = direct.direct_running_mode or "in_memory"
-    workers = (direct.direct_num_workers or os.cpu_count() or 1) if mode != "in_memory" else 1
-    return {"runner": "FnApiRunner", "running_mode": mode, "workers": workers}
-
-
-def _fail_if_strict(config: EvalConfig, summary: dict[str, Any]) -> None:
-    first = summary["first_failure"]
-    if first is None or config.params.ignore_request_failure:
-        return
-    counts = summary["counts"]
-    where = {"input": "reading the dataset", "sample_generation": "sample generation", "scoring": "scoring"}
-    metric = f" for metric '{first['metric']}'" if first["metric"] else ""
-    raise RunFailed(
-        f"evaluation failed during {where.get(first['phase'], first['phase'])}{metric} on row "
-        f"{first['row_index']}: {first['message']} ({counts['errors']} of {counts['rows']} rows failed"
-        + (f", {summary['not_sent']} of them not sent because the run stopped early" if summary["not_sent"] else "")
-        + "; rows/ and errors/ hold every row, results.json was not written).",
-        hint="Fix the cause, or set params.ignore_request_failure: true to record failed rows as NaN "
-        "and complete the run.",
-    )
+    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             release_output()  # OUT_DIR's lock, however the run ended
     if results["status"] == "dry_run":
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
+        return 0
+    if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
+        print(printable(format_leaderboard(results, results["comparison"])))
         return 0
     for warning in results.get("warnings", []):
         print(printable(f"warning: {warning}"), file=sys.stderr)

@@ -17,6 +17,7 @@ from beameval.config.errors import format_errors
 from beameval.config.frozen import Frozen
 from beameval.config.params import Params
 from beameval.config.statistics import StatisticsConfig
+from beameval.config.targets import NamedTarget, check_target_names
 from beameval.core.errors import ConfigError, EvaluatorError
 from beameval.core.scoring import metric_keys
 from beameval.metrics.base import MetricConfig
@@ -39,6 +40,8 @@ class EvalConfig(Frozen):
 
     dataset: DatasetConfig
     target: TargetConfig | None = None
+    #: Several named targets in one run (in place of ``target:``); see ``beameval.config.targets``.
+    targets: list[NamedTarget] | None = None
     prompt_template: str | dict[str, Any] | None = None
     params: Params = Params()
     # SerializeAsAny: dumps (results.json) keep every field of each metric's own config class.
@@ -66,9 +69,22 @@ class EvalConfig(Frozen):
             raise ValueError(f"metric names must be unique; repeated: {repeated} (set a distinct name: on each)")
         return parsed
 
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, targets: list[NamedTarget] | None) -> list[NamedTarget] | None:
+        if targets is not None:
+            check_target_names(targets)
+        return targets
+
     @model_validator(mode="after")
     def _online_needs_prompt(self) -> EvalConfig:
-        if self.target is not None and self.target.agent is None and self.prompt_template is None:
+        if self.target is not None and self.targets is not None:
+            raise ValueError(
+                "set target (one model or agent) or targets (a list of named ones), not both; "
+                "move the target into targets as {name: NAME, model: {...}}"
+            )
+        models = [self.target] if self.target is not None else list(self.targets or [])
+        if any(target.agent is None for target in models) and self.prompt_template is None:
             raise ValueError(
                 "prompt_template is required with a model target, e.g. "
                 "{messages: [{role: user, content: '{{ item.question }}'}]}"
@@ -80,8 +96,20 @@ class EvalConfig(Frozen):
 
         Keys live in environment variables (only their names are here); ``default_headers``
         are left out wherever they appear (target, judges), as their values may be secrets.
+        A single-target config has no ``targets`` key (its dump, and eval_hash, are as before), a
+        multi-target one no ``target`` key.
         """
-        return _without_headers(self.model_dump(mode="json"))
+        unused = {"targets"} if self.targets is None else {"target"}
+        return _without_headers(self.model_dump(mode="json", exclude=unused))
+
+    def for_target(self, target: NamedTarget) -> EvalConfig:
+        """The single-target config a multi-target run evaluates ``target`` with.
+
+        It is the config a user would write for that target alone: ``target:`` in place of
+        ``targets:``, and ``params:`` with the target's own request settings laid over them.
+        """
+        params = self.params.model_copy(update=target.params.overrides())
+        return self.model_copy(update={"target": target.as_target(), "targets": None, "params": params})
 
 
 def _without_headers(data: Any) -> Any:
