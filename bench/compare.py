@@ -94,7 +94,7 @@ def generate(cache: Path, n: int) -> tuple[Path, Path, dict[str, float]]:
             results = {
                 "status": "completed",
                 "counts": {"rows": n, "ok": n, "errors": 0},
-                "aggregate_scores": {"scores": [{"name": name} for name in SCORES]},
+                "aggregate_scores": {"scores": [{"name": name, "range": [0.0, 1.0]} for name in SCORES]},
                 "provenance": {"eval_hash": "bench", "run_id": side},
             }
             (root / side / "results.json").write_text(json.dumps(results))

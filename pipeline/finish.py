@@ -84,7 +84,8 @@ def finish_run(
     results["failures"] = failure_breakdown(output)
     judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
     results["warnings"] = unparsed_judges(results, judges) + store_warnings
-    cost = costs(config, results["usage"])
+    batch_tokens = None if batches is None else (batches["prompt_tokens"], batches["completion_tokens"])
+    cost = costs(config, results["usage"], batch_tokens)
     if cost is not None:
         results["usage"]["cost_usd"] = cost
     results.update(budget_fields(config, results["counts"], results["usage"], spent))

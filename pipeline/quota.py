@@ -114,23 +114,42 @@ def spent_before(output: str) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def costs(config: EvalConfig, usage: dict[str, Any], *, batch: bool = False) -> dict[str, Any] | None:
-    """``usage.cost_usd``: dollars per endpoint (``target``, ``metric:<key>``) and in total; None without pricing."""
+def costs(
+    config: EvalConfig, usage: dict[str, Any], batch_tokens: tuple[int, int] | None = None
+) -> dict[str, Any] | None:
+    """``usage.cost_usd``: dollars per endpoint (``target``, ``metric:<key>``) and in total; None without pricing.
+
+    ``batch_tokens`` (prompt, completion) are the target's tokens answered through a Batch API
+    (``usage.batch``): they cost ``1 - batch_discount`` of the online price, the rest of the
+    target's tokens the full price, and ``batch_saving_usd`` says what the discount saved.
+    """
     by_endpoint: dict[str, float] = {}
+    saving = 0.0
     target = config.target.endpoint.pricing if config.target is not None else None
     if target is not None:
-        by_endpoint["target"] = target.cost(usage["prompt_tokens"], usage["completion_tokens"], batch=batch)
+        batch_in, batch_out = batch_tokens or (0, 0)
+        online_in = max(usage["prompt_tokens"] - batch_in, 0)  # batch tokens of earlier invocations show as cached
+        online_out = max(usage["completion_tokens"] - batch_out, 0)
+        discounted = target.cost(batch_in, batch_out, batch=True)
+        by_endpoint["target"] = target.cost(online_in, online_out) + discounted
+        saving = target.cost(batch_in, batch_out) - discounted
     calls = (usage.get("metric_calls") or {}).get("by_metric") or {}
     for key, metric in zip(metric_keys(config.metrics), config.metrics, strict=True):
         pricing = next((access.pricing for _, access in endpoints_of(metric) if access.pricing is not None), None)
         if pricing is not None:
             tokens = calls.get(key) or {}
             by_endpoint[f"metric:{key}"] = pricing.cost(
-                tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0), batch=batch
+                tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0)
             )
     if not by_endpoint:
         return None
-    return {"total": round(sum(by_endpoint.values()), 6), "endpoints": {k: round(v, 6) for k, v in by_endpoint.items()}}
+    cost: dict[str, Any] = {
+        "total": round(sum(by_endpoint.values()), 6),
+        "endpoints": {k: round(v, 6) for k, v in by_endpoint.items()},
+    }
+    if batch_tokens is not None:
+        cost["batch_saving_usd"] = round(saving, 6)
+    return cost
 
 
 def budget_fields(

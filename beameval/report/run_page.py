@@ -359,6 +359,8 @@ def _usage(usage: Mapping[str, Any]) -> str:
     pct = latency.get("percentiles") or {}
     parts = ['<section id="usage"><h2>Usage</h2>']
     target = [(k, usage.get(k)) for k in ("requests", "attempts", "prompt_tokens", "completion_tokens") if k in usage]
+    batch = usage.get("batch")
+    target.insert(0, ("mode", "online" if not isinstance(batch, Mapping) else _batch_mode(batch)))
     calls = usage.get("metric_calls") or {}
     parts.append('<div class="side"><div><h3>target</h3>' + kv_table(target) + "</div>")
     parts.append(
@@ -382,9 +384,19 @@ def _usage(usage: Mapping[str, Any]) -> str:
     if isinstance(cost, Mapping):  # endpoints with pricing
         rows = [(esc(name), f"${value:,.4f}") for name, value in (cost.get("endpoints") or {}).items()]
         rows.append(("total", f"${cost.get('total', 0):,.4f}"))
+        if isinstance(cost.get("batch_saving_usd"), int | float):  # batch mode: what the provider's discount saved
+            rows.append(("saved by batch mode", f"${cost['batch_saving_usd']:,.4f}"))
         parts.append("<h3>cost (USD)</h3>" + table(["endpoint", "cost"], rows))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _batch_mode(batch: Mapping[str, Any]) -> str:
+    """``usage.batch`` in a line: the provider's Batch API, with its batches, requests and resubmissions."""
+    return (
+        f"batch ({num(batch.get('batches'))} batches, {num(batch.get('requests'))} requests, "
+        f"{num(batch.get('resubmitted'))} resubmitted)"
+    )
 
 
 def _provenance(results: Mapping[str, Any]) -> str:

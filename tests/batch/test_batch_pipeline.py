@@ -225,3 +225,22 @@ def test_portable_runner_gives_the_same_outcomes(batch_server, write_jsonl, run_
     assert portable.results["run"]["runner"] == "PortableRunner"
     assert portable.results["usage"]["batch"]["batches"] == 5
     assert_no_request_in_two_batches(batch_server)
+
+
+def test_batch_tokens_are_priced_at_the_discount_and_the_report_shows_mode_and_saving(
+    batch_server, write_jsonl, run_eval
+):
+    config = config_for(write_jsonl(SMALL_DATA), batch_server, max_requests=50)
+    config["target"]["model"]["pricing"] = {"input_per_million": 2.0, "output_per_million": 8.0, "batch_discount": 0.5}
+    done = run_eval(config)
+    assert done.code == 0, done.stderr
+    usage = done.results["usage"]
+    prompt, completion = usage["batch"]["prompt_tokens"], usage["batch"]["completion_tokens"]
+    assert prompt > 0 and completion > 0
+    full = (prompt * 2.0 + completion * 8.0) / 1e6
+    assert usage["cost_usd"]["endpoints"]["target"] == pytest.approx(full / 2, abs=1e-6)
+    assert usage["cost_usd"]["total"] == pytest.approx(full / 2, abs=1e-6)
+    assert usage["cost_usd"]["batch_saving_usd"] == pytest.approx(full / 2, abs=1e-6)
+    page = (done.output / "report.html").read_text()
+    assert "batch (4 batches, 200 requests, 0 resubmitted)" in page
+    assert f"${full / 2:,.4f}" in page and "saved by batch mode" in page
