@@ -41,7 +41,11 @@ def test_an_update_in_a_metric_template_fails_the_rows_and_leaves_the_stored_ite
         },
         {"type": "f1", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"},
     ]
-    config = {"dataset": {"path": str(data)}, "params": {"ignore_request_failure": True}, "metrics": metrics}
+    config = {
+        "dataset": {"path": str(data)},
+        "params": {"ignore_request_failure": True, "max_error_rate": 1.0},
+        "metrics": metrics,
+    }
     result = run_eval(config, "--skip_preflight")  # the run itself, not the preflight, must refuse the mutation
     assert result.code == 0, result.stderr
     assert [json.loads(r["item"]) for r in result.rows] == rows

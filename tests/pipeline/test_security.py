@@ -127,7 +127,7 @@ def test_prompt_template_reaching_python_internals_is_blocked(write_jsonl, run_e
 def test_metric_template_reaching_python_internals_is_blocked_per_row(write_jsonl, run_eval):
     config = {
         "dataset": {"path": str(write_jsonl([{"answer": "a", "output": "a"}]))},
-        "params": {"ignore_request_failure": True},
+        "params": {"ignore_request_failure": True, "max_error_rate": 1.0},  # every row fails on purpose
         "metrics": [
             {
                 "type": "exact-match",

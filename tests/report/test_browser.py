@@ -395,10 +395,12 @@ def test_judge_run_report_draws_rubrics_and_opens_rows_to_their_transcript(brows
     browser.eval("document.querySelectorAll('#rows-table tbody.r')[1].querySelector('tr.sum').click()")
     detail = "document.querySelectorAll('#rows-table tbody.r')[1].querySelector('tr.det')"
     labels = browser.eval(f"Array.from({detail}.querySelectorAll('.label')).map(l => l.textContent)")
-    assert labels[:3] == ["row (item)", "assistant", "judge llm-judge (judge)"]
+    # The request as sent (rows/ `request`): the system prompt and the rendered user turn, then the answer.
+    assert labels[:4] == ["system", "user", "assistant", "judge llm-judge (judge)"]
     assert len(labels) == len(set(labels)), labels
     turns = browser.eval(f"Array.from({detail}.querySelectorAll('.turn pre')).map(p => p.textContent)")
-    assert turns[1] == "City 1" and json.loads(turns[2]) == {"quality": "so-so", "confidence": 2}
+    assert turns[:3] == ["Answer with the city only.", JUDGE_ROWS[1]["question"], "City 1"]
+    assert json.loads(turns[3]) == {"quality": "so-so", "confidence": 2}
     gave = browser.eval(f"{detail}.querySelector('.judge-scores').textContent")
     assert gave == "judge llm-judge gave: quality: 0.5000 · confidence: 2.0000 · quality.label: so-so"
     assert_tables_fit(browser)
