@@ -77,7 +77,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     branches, spent = [], {}
     for name, single in configs.items():
         directory, run_id = target_dir(flags.output, name), uuid.uuid4().hex  # each target is a run of its own
-        spent[name] = spent_before(directory) if flags.resume else (0.0, 0.0)
+        spent[name] = spent_before(directory) if flags.resume and not dry_run else (0.0, 0.0)
         shards = None if dry_run else lookup_shards(single, directory, store, flags.resume)
         job = job_config(single, options, spent[name])  # worker count and budget left, for the pacers
         branches.append(TargetBranch(name, job, directory, run_id, shards, staging_dir(directory, run_id)))

@@ -93,7 +93,8 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     if not dry_run:
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
-    spent = spent_before(flags.output) if flags.resume else (0.0, 0.0)  # a --resume goes on with the same budget
+    resumed = flags.resume and not dry_run
+    spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
     store = run_store_use(config, flags)
     shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume)
 

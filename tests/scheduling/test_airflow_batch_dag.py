@@ -87,4 +87,8 @@ def test_batch_night_submits_waits_in_reschedule_mode_then_compares(airflow, ser
     state = server.batches()
     assert state["batches_created"] == 2 and state["lines_answered"] == 40
     assert server.stats()["requests"] == 0  # not one online completion call
-    assert len((history / "runs.jsonl").read_text().splitlines()) == 1
+    records = [json.loads(line) for line in (history / "runs.jsonl").read_text().splitlines()]
+    runs = [r for r in records if "verdict" not in r]
+    verdicts = [r for r in records if "verdict" in r]
+    assert len(runs) == 1  # the night's run, recorded once although the sensor reran it with --resume
+    assert [(v["run_id"], v["verdict"]) for v in verdicts] == [(runs[0]["run_id"], None)]  # compared: no baseline

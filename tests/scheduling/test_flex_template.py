@@ -73,7 +73,7 @@ def test_every_template_parameter_is_a_flag_and_every_flag_a_parameter() -> None
 
 
 def test_example_values_pass_the_templates_regexes_and_the_cli(tmp_path: Path) -> None:
-    values = {**EXAMPLE, "config": "gs://my-bucket/evals/qa.yaml"}
+    values = {**EXAMPLE, "config": "gs://my-bucket/evals/qa.yaml", "policy": "gs://my-bucket/evals/gate.yaml"}
     assert set(values) == {p["name"] for p in METADATA["parameters"]}
     for parameter in METADATA["parameters"]:
         for regex in parameter.get("regexes", []):
