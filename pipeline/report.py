@@ -110,8 +110,10 @@ def sample_rows(out_dir: str, budget: int = DEFAULT_BUDGET, seed: int = 0) -> tu
         with FileSystems.open(path) as handle:
             shard = pq.ParquetFile(handle)
             columns = [c for c in shard.schema_arrow.names if c not in _HIDDEN_COLUMNS]
-            for batch in shard.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-                sampler.add_batch(batch)
+            # One row group at a time: ``iter_batches`` buffers ahead (about 240 MiB more at 10^6 rows).
+            for group in range(shard.num_row_groups):
+                for batch in shard.read_row_group(group, columns=columns).to_batches(max_chunksize=BATCH_ROWS):
+                    sampler.add_batch(batch)
     rows, info = sampler.result()
     failed = {(r.get("row_index"), r.get("sample_index") or 0): r for r in rows if r.get("status") == "error"}
     breakdown = FailureBreakdown()
