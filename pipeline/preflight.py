@@ -30,7 +30,7 @@ from beameval.core.formats import (
     detect_format,
     iter_records,
     parquet_row_group_sizes,
-    read_parquet_row_group,
+    read_parquet_table,
 )
 from beameval.core.records import EndpointReply, GeneratedRow
 from beameval.core.scoring import RowScorer
@@ -92,7 +92,7 @@ def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str,
             if fmt == "parquet":
                 if not parquet_row_group_sizes(stream):
                     return []
-                return read_parquet_row_group(stream, 0)[:count]
+                return read_parquet_table(stream, 0).slice(0, count).to_pylist()  # not the whole group as dicts
             rows = []
             for item, _raw, _error in iter_records(stream, path, fmt):
                 if item is not None:
