@@ -56,15 +56,13 @@ from pipeline.compare_runs import (
 )
 from pipeline.history import load_history
 from pipeline.local_runner import choose_runner
-from pipeline.report import write_comparison_report
+from pipeline.report import COMPARISON_FILE, FLIPS_FILE, write_comparison_report
 from pipeline.results import write_json_atomically
 from pipeline.summary import unexpected_error, unwrap_pipeline_error
 from transforms.pair import ROW_INDEX
 
 __all__ = ["EXIT_CODES", "NoBaseline", "compare", "format_table", "main"]
 
-COMPARISON_FILE = "comparison.json"
-FLIPS_FILE = "flips.jsonl"
 _TALLY_FILE = "_tally.json"
 EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
 EXIT_USAGE = 2

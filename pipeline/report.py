@@ -35,7 +35,15 @@ from beameval.report import (
 from beameval.report.compare_page import flip_direction
 from pipeline.results import write_file_atomically
 
-__all__ = ["REPORT_FILE", "main", "report_after_run", "write_comparison_report", "write_run_report"]
+__all__ = [
+    "COMPARISON_FILE",
+    "FLIPS_FILE",
+    "REPORT_FILE",
+    "main",
+    "report_after_run",
+    "write_comparison_report",
+    "write_run_report",
+]
 
 REPORT_FILE = "report.html"
 COMPARISON_FILE = "comparison.json"
