@@ -71,8 +71,6 @@ _USAGE = (
     "python -m pipeline.compare --baseline OUT_A|latest|previous --candidate OUT_B --output CMP_DIR "
     "[--key FIELD] [--policy GATE.yaml] [--history DIR] [--group_by FIELD] [Beam options]"
 )
-#: The Beam step of the join (its counters are found by it).
-_JOIN = "PairRuns"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -130,7 +128,7 @@ def compare(argv: list[str]) -> dict[str, Any]:
     pipeline = beam.Pipeline(runner=runner, options=options)
     tally_path = FileSystems.join(args.output, _TALLY_FILE)
     flips_path = FileSystems.join(args.output, FLIPS_FILE)
-    pair_rows(pipeline, _JOIN, (baseline, candidate, plan), args.key, tally_path, flips_path)
+    pair_rows(pipeline, None, (baseline, candidate, plan), args.key, tally_path, flips_path)
     result = pipeline.run()
     result.wait_until_finish()
     tally = take_tally(tally_path)
@@ -138,7 +136,7 @@ def compare(argv: list[str]) -> dict[str, Any]:
 
     level = policy.confidence_level(config_level(candidate))
     gated = gate_comparison(gate_input(tally, plan, baseline, candidate), policy, level)
-    flips = {"path": flips_path, "rows": flips_counted(result, _JOIN)}
+    flips = {"path": flips_path, "rows": flips_counted(result, None)}
     comparison = comparison_document(
         gated, (baseline, candidate, plan), tally, policy.described(args.policy, level), args.key, flips
     )

@@ -135,7 +135,7 @@ def _scores_and_rows(baseline_run: Run, candidate_run: Run) -> tuple[list[str], 
 
 def pair_rows(
     pipeline: beam.Pipeline,
-    label: str,
+    name: str | None,
     pair: tuple[Run, Run, PairPlan],
     key: str,
     tally_path: str,
@@ -143,17 +143,21 @@ def pair_rows(
 ) -> None:
     """Add the pair's join to ``pipeline``: its tally goes to ``tally_path``, its flipped rows to ``flips_path``.
 
-    ``label`` names the join's step (``flips_counted`` finds its counter by it); the tally and
-    flips writers are labelled after it.
+    ``name`` tells the joins of one pipeline apart (a multi-target run's candidate; None for
+    the only one): it suffixes the steps' labels, by which ``flips_counted`` finds the counter.
     """
     baseline, candidate, plan = pair
     rows = max(record_count(baseline.results), record_count(candidate.results))
-    suffix = label.removeprefix("PairRuns")
-    joined = pipeline | label >> PairRuns(
+    suffix = _suffix(name)
+    joined = pipeline | f"PairRuns{suffix}" >> PairRuns(
         plan.sides[BASELINE], plan.sides[CANDIDATE], key, plan.names, bucket_count(rows), plan.group_by
     )
     _ = joined["tally"] | f"WriteTally{suffix}" >> beam.Map(_write_json, tally_path)
     _ = joined["flips"] | f"WriteFlips{suffix}" >> beam.io.WriteToText(flips_path, shard_name_template="", num_shards=1)
+
+
+def _suffix(name: str | None) -> str:
+    return "" if name is None else f"-{name}"
 
 
 def _write_json(data: dict[str, Any], path: str) -> None:
@@ -168,10 +172,11 @@ def take_tally(path: str) -> PairTally:
     return tally
 
 
-def flips_counted(result: beam.runners.runner.PipelineResult, label: str) -> int | None:
-    """The flipped pairs the join labelled ``label`` counted (None where the runner reports no metrics)."""
+def flips_counted(result: beam.runners.runner.PipelineResult, name: str | None) -> int | None:
+    """The flipped pairs the join ``name`` counted (None where the runner reports no metrics)."""
     try:
-        query = MetricsFilter().with_namespace(NAMESPACE).with_name("compare_flips").with_step(label)
+        step = f"PairRuns{_suffix(name)}"
+        query = MetricsFilter().with_namespace(NAMESPACE).with_name("compare_flips").with_step(step)
         found = result.metrics().query(query)["counters"]
     except (NotImplementedError, AttributeError, KeyError):
         return None

@@ -48,11 +48,6 @@ class _Pair:
     tally_path: str
     flips_path: str
 
-    @property
-    def join(self) -> str:
-        """The Beam step of this candidate's join (its counters are found by it)."""
-        return f"PairRuns-{self.name}"
-
 
 def compare_targets(
     output: str, directories: dict[str, str], policy_path: str | None, options: PipelineOptions
@@ -88,7 +83,7 @@ def compare_targets(
     gated = gate_comparisons(inputs, policy, level)
     comparisons = []
     for pair, tally, result in zip(pairs, tallies, gated, strict=True):
-        flips = {"path": pair.flips_path, "rows": flips_counted(results, pair.join)}
+        flips = {"path": pair.flips_path, "rows": flips_counted(results, pair.name)}
         document = comparison_document(
             result, (baseline, pair.run, pair.plan), tally, policy.described(policy_path, level), ROW_INDEX, flips
         )
@@ -109,7 +104,7 @@ def _pair_all(baseline: Run, pairs: list[_Pair], options: PipelineOptions) -> be
     """One Beam pipeline with a PairRuns join per candidate; each writes its tally and its flips."""
     pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
     for pair in pairs:
-        pair_rows(pipeline, pair.join, (baseline, pair.run, pair.plan), ROW_INDEX, pair.tally_path, pair.flips_path)
+        pair_rows(pipeline, pair.name, (baseline, pair.run, pair.plan), ROW_INDEX, pair.tally_path, pair.flips_path)
     result = pipeline.run()
     result.wait_until_finish()
     return result
