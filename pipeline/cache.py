@@ -120,12 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "journal", False):
         return _journal_stats(path)
     entries = f"{path}/{store.ENTRIES_DIR}"
-    if not store.shards(files, entries):
-        print(
-            f"error: {path!r} holds no response store ({entries}/*.jsonl matches nothing); "
-            "pass the directory given as cache.path or --cache.",
-            file=sys.stderr,
-        )
+    if not _holds_shards(files, entries, path, "response store", "pass the directory given as cache.path or --cache."):
         return 2
     if args.command == "stats":
         print(json.dumps(store.stats(files, path).as_dict(), indent=2))
@@ -145,15 +140,18 @@ def _journal_stats(output: str) -> int:
     """``stats --journal OUT_DIR``: the journal's counts (OUT_DIR/_responses itself is accepted too)."""
     journal = output if output.endswith(f"/{JOURNAL_DIR}") or output == JOURNAL_DIR else _journal_dir(output)
     files = files_for(journal)
-    if not store.shards(files, journal):
-        print(
-            f"error: {output!r} holds no response journal ({journal}/*.jsonl matches nothing); "
-            "pass the --output of a run that sent requests.",
-            file=sys.stderr,
-        )
+    if not _holds_shards(files, journal, output, "response journal", "pass the --output of a run that sent requests."):
         return 2
     print(json.dumps(store.folder_stats(files, journal).as_dict(), indent=2))
     return 0
+
+
+def _holds_shards(files: store.Files, directory: str, given: str, what: str, hint: str) -> bool:
+    """Whether ``directory`` holds any shard; if not, say on stderr that ``given`` is no ``what`` and what to pass."""
+    if store.shards(files, directory):
+        return True
+    print(f"error: {given!r} holds no {what} ({directory}/*.jsonl matches nothing); {hint}", file=sys.stderr)
+    return False
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ never a path outside OUT_DIR, and leaves any other file or folder alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from apache_beam.io.filesystem import FileSystem
@@ -88,14 +90,8 @@ def lock_output(output: str, run_id: str) -> OutputLock:
             or the directory cannot be created.
     """
     _refuse_local_file(output)
-    try:
+    with _unwritable_as_output_error(output):
         lock = acquire(output, run_id, files_for(output) if not _is_local(output) else None)
-    except OutputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
-        if disk_full(exc):
-            raise
-        raise _unwritable(output, exc) from None
     _HELD.append((output, lock))
     if lock.took_over is not None:
         print(
@@ -188,7 +184,7 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
             cannot be written.
     """
     _refuse_local_file(output)
-    try:
+    with _unwritable_as_output_error(output):
         existing = _earlier_entries(output)
         if existing and not overwrite and not resume:
             raise OutputError(
@@ -205,12 +201,6 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
         with FileSystems.create(probe) as handle:
             handle.write(b"ok")
         FileSystems.delete([probe])
-    except OutputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
-        if disk_full(exc):
-            raise
-        raise _unwritable(output, exc) from None
 
 
 def publish_outputs(output: str, stage: str, run_id: str) -> None:
@@ -331,6 +321,19 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
 
 def _is_local(path: str) -> bool:
     return "://" not in path
+
+
+@contextlib.contextmanager
+def _unwritable_as_output_error(output: str) -> Iterator[None]:
+    """Turn a file system's own error into an OutputError naming ``output``; OutputError and a full disk pass."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every file system raises its own errors
+        if disk_full(exc):
+            raise
+        raise _unwritable(output, exc) from None
 
 
 def _unwritable(output: str, exc: Exception) -> OutputError:

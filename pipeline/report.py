@@ -17,7 +17,6 @@ import json
 import os
 import random
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,8 +33,17 @@ from beameval.report import (
     render_run_report,
 )
 from beameval.report.compare_page import flip_direction
+from pipeline.results import write_file_atomically
 
-__all__ = ["REPORT_FILE", "main", "report_after_run", "write_comparison_report", "write_run_report"]
+__all__ = [
+    "COMPARISON_FILE",
+    "FLIPS_FILE",
+    "REPORT_FILE",
+    "main",
+    "report_after_run",
+    "write_comparison_report",
+    "write_run_report",
+]
 
 REPORT_FILE = "report.html"
 COMPARISON_FILE = "comparison.json"
@@ -86,17 +94,16 @@ def _lines(pattern: str) -> Iterator[dict[str, Any]]:
                     yield record
 
 
-def _write_text(path: str, text: str) -> None:
-    """Write ``text`` so that a reader never sees half a page (local: rename into place)."""
-    payload = text.encode("utf-8")
-    if "://" in path:
-        with FileSystems.create(path, mime_type="text/html") as handle:
-            handle.write(payload)
-        return
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(temporary, "wb") as handle:
-        handle.write(payload)
-    os.replace(temporary, path)
+def _write_page(path: str, html: str) -> None:
+    """Write the page whole (``write_file_atomically``) beside the outputs it shows, never recreating their directory.
+
+    A run directory removed before its report is written stays removed: a folder holding only
+    report.html would look like a run.
+    """
+    directory = os.path.dirname(path) or "."
+    if "://" not in path and not os.path.isdir(directory):
+        raise FileNotFoundError(f"no directory {directory!r} to write {REPORT_FILE} in")
+    write_file_atomically(path, html.encode("utf-8"), mime_type="text/html")
 
 
 def sample_rows(out_dir: str, budget: int = DEFAULT_BUDGET, seed: int = 0) -> tuple[list[dict[str, Any]], Any, Any]:
@@ -145,7 +152,7 @@ def write_run_report(out_dir: str, results: dict[str, Any] | None = None, budget
         results = _read_json(_join(out_dir, "results.json"))
     rows, info, failures = sample_rows(out_dir, budget)
     path = _join(out_dir, REPORT_FILE)
-    _write_text(path, render_run_report(results, rows, sample=info, failures=failures))
+    _write_page(path, render_run_report(results, rows, sample=info, failures=failures))
     return path
 
 
@@ -174,7 +181,7 @@ def write_comparison_report(cmp_dir: str, budget: int = DEFAULT_BUDGET, seed: in
     kept += others.items[: budget - len(kept)]
     total = regressed.seen + others.seen
     path = _join(cmp_dir, REPORT_FILE)
-    _write_text(path, render_comparison_report(comparison, kept, total_flips=total))
+    _write_page(path, render_comparison_report(comparison, kept, total_flips=total))
     return path
 
 

@@ -16,7 +16,7 @@ from beameval.stats.rubric import rubric_result
 from beameval.stats.summary import ScoreAccumulator
 from beameval.stats.summary import result as score_result
 
-__all__ = ["RESULTS_FILE", "build_results", "read_json", "write_json_atomically"]
+__all__ = ["RESULTS_FILE", "build_results", "read_json", "write_file_atomically", "write_json_atomically"]
 
 RESULTS_FILE = "results.json"
 
@@ -98,9 +98,16 @@ def write_json_atomically(path: str, data: Any) -> None:
     directory fsynced (``core.durable.write_atomically``); object stores make a finished
     upload visible atomically, so a plain create is enough there.
     """
-    payload = json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+    write_file_atomically(path, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))
+
+
+def write_file_atomically(path: str, payload: bytes, mime_type: str = "application/octet-stream") -> None:
+    """Write ``payload`` whole or not at all: ``core.durable.write_atomically`` locally, one upload elsewhere.
+
+    ``mime_type`` is what an object store serves the file as (a report is ``text/html``).
+    """
     if "://" in path:
-        with FileSystems.create(path) as handle:
+        with FileSystems.create(path, mime_type=mime_type) as handle:
             handle.write(payload)
         return
     write_atomically(path, payload)

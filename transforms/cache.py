@@ -122,13 +122,8 @@ def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tu
     return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
 
 
-class KeyRequests(beam.DoFn):
-    """InputRow -> ``(raw key, (request_hash, row))``.
-
-    A row with no request (it failed to read, its prompt does not render) gets the key
-    None, which no stored entry has, so it comes out of the join as a miss and
-    ``GenerateSamples`` reports it as it always does: no second path is needed.
-    """
+class _TargetRequests(beam.DoFn):
+    """A DoFn that builds or parses the target's requests: the config and, once set up, its handler."""
 
     def __init__(self, config: EvalConfig) -> None:
         self._config = config
@@ -137,7 +132,20 @@ class KeyRequests(beam.DoFn):
         config = self._config
         assert config.target is not None
         self._handler = make_handler(config.target, config.params, None)  # builds and parses only: no key needed
-        self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
+
+
+class KeyRequests(_TargetRequests):
+    """InputRow -> ``(raw key, (request_hash, row))``.
+
+    A row with no request (it failed to read, its prompt does not render) gets the key
+    None, which no stored entry has, so it comes out of the join as a miss and
+    ``GenerateSamples`` reports it as it always does: no second path is needed.
+    """
+
+    def setup(self) -> None:
+        super().setup()
+        template = self._config.prompt_template
+        self._prompt = Template(template, "prompt_template") if template else None
 
     def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, InputRow]]]:
         if row.failure is None and row.item is not None:
@@ -153,19 +161,14 @@ class KeyRequests(beam.DoFn):
         yield None, (None, row)
 
 
-class AnswerFromStore(beam.DoFn):
+class AnswerFromStore(_TargetRequests):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
     ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows.
     """
 
-    def __init__(self, config: EvalConfig) -> None:
-        self._config = config
-
     def setup(self) -> None:
-        config = self._config
-        assert config.target is not None
-        self._handler = make_handler(config.target, config.params, None)  # builds and parses only: no key needed
+        super().setup()
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
 

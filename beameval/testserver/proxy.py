@@ -11,45 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from types import TracebackType
 from urllib.parse import urlsplit
+
+from beameval.testserver.loopback import HOST, LoopbackServer
 
 __all__ = ["ForwardingProxy"]
 
-HOST = "127.0.0.1"
-
 
 @dataclass
-class ForwardingProxy:
+class ForwardingProxy(LoopbackServer):
     """Use as ``async with ForwardingProxy() as proxy``; ``proxy.url`` goes in ``HTTP(S)_PROXY``."""
 
     seen: list[str] = field(default_factory=list)
-    _server: asyncio.Server | None = None
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-
-    async def __aenter__(self) -> ForwardingProxy:
-        self._server = await asyncio.start_server(self._serve, HOST, 0)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://{HOST}:{self._server.sockets[0].getsockname()[1]}"
+        return f"http://{HOST}:{self.port}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+        task = self._track()
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             request_line, _, rest = head.partition(b"\r\n")

@@ -13,14 +13,12 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Literal, NamedTuple
 
 from beameval.testserver.app import abort_with_reset
+from beameval.testserver.loopback import HOST, LoopbackServer
 
 __all__ = ["HOST", "ScriptedServer", "Seen", "Step", "reply"]
-
-HOST = "127.0.0.1"
 
 
 def reply(status: int = 200, body: bytes = b"ok", headers: dict[str, str] | None = None) -> bytes:
@@ -77,7 +75,7 @@ UNSCRIPTED = reply(599, b"no step left for this request")
 
 
 @dataclass
-class ScriptedServer:
+class ScriptedServer(LoopbackServer):
     """A loopback server answering the n-th request with the n-th :class:`Step`, whatever the connection.
 
     Counts accepted connections and those the client closed, and records every request, so tests can
@@ -89,28 +87,16 @@ class ScriptedServer:
     connections: int = 0
     closed_by_client: int = 0
     requests: list[Seen] = field(default_factory=list)
-    _server: asyncio.Server | None = None
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
-    async def __aenter__(self) -> ScriptedServer:
-        self._server = await asyncio.start_server(self._serve, HOST, 0, ssl=self.ssl_context)
-        return self
+    def _ssl(self) -> ssl.SSLContext | None:
+        return self.ssl_context
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._server is not None
-        self._server.close()
-        for writer in list(self._writers):  # handlers then end on EOF; cancelling them makes 3.11 log noise
+    async def _end_handlers(self) -> None:
+        """Abort the connections: the handlers then end on EOF (cancelling them makes 3.11 log noise)."""
+        for writer in list(self._writers):
             writer.transport.abort()
         await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 2.0)
-        await self._server.wait_closed()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
 
     def url(self, path: str = "/v1/chat/completions", userinfo: str = "") -> str:
         """The server's URL for ``path`` (``userinfo`` such as ``"user:pass@"`` goes before the host)."""
@@ -125,9 +111,7 @@ class ScriptedServer:
             await asyncio.sleep(0.01)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+        task = self._track()
         self._writers.add(writer)
         number = self.connections
         self.connections += 1

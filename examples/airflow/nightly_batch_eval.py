@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from typing import Any
 
-import pendulum
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-from nightly_eval import EXIT_GO, EXIT_INCONCLUSIVE, EXIT_NO_GO, RUN_DIR, _compare_args, on_inconclusive
+from airflow.sdk.exceptions import AirflowFailException
+from nightly_eval import NIGHTLY, RUN_DIR, gate, on_inconclusive, run_logged, run_params
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +47,14 @@ def _run_args(params: dict[str, Any], run_dir: str) -> list[str]:
 
 def _evaluate(params: dict[str, Any], run_dir: str) -> int:
     """Run (or resume) the night's evaluation; log its output; return its exit code."""
-    completed = subprocess.run(_run_args(params, run_dir), capture_output=True, text=True)
-    for line in (completed.stdout + completed.stderr).splitlines():
-        log.info("%s", line)
-    return completed.returncode
+    return run_logged(_run_args(params, run_dir)).returncode
 
 
 with DAG(
     dag_id="nightly_batch_eval",
     description="Evaluate the model every night through the provider's Batch API; gate on the comparison.",
-    schedule="@daily",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,  # `latest` must see the previous night's run
-    params={
-        "config": Param("eval-batch.yaml", type="string", description="a config with target.model.mode: batch"),
-        "output_root": Param("evals", type="string", description="runs go to OUTPUT_ROOT/<logical date>/"),
-        "history": Param("evals/history", type="string", description="the --history location"),
-        "policy": Param(None, type=["null", "string"], description="gate policy file (optional)"),
-        "python": Param(sys.executable, type="string", description="interpreter with the evaluator installed"),
-    },
+    **NIGHTLY,
+    params=run_params(Param("eval-batch.yaml", type="string", description="a config with target.model.mode: batch")),
     tags=["evaluation", "batch"],
 ) as dag:
 
@@ -104,16 +89,6 @@ with DAG(
     def compare(run_dir: str, params: dict[str, Any] | None = None) -> str:
         """Gate the night's run against the latest accepted one; returns the verdict."""
         assert params is not None
-        completed = subprocess.run(_compare_args(params, run_dir), capture_output=True, text=True)
-        for line in (completed.stdout + completed.stderr).splitlines():
-            log.info("%s", line)
-        report = f"{run_dir}/comparison/report.html"
-        if completed.returncode == EXIT_GO:
-            return "NO-BASELINE" if "no baseline" in completed.stdout else "GO"
-        if completed.returncode == EXIT_NO_GO:
-            raise AirflowFailException(f"NO-GO: the candidate regressed; report: {report}")
-        if completed.returncode == EXIT_INCONCLUSIVE:
-            raise AirflowSkipException(f"INCONCLUSIVE: not enough evidence either way; report: {report}")
-        raise AirflowFailException(f"pipeline.compare failed (exit {completed.returncode}); see the lines above.")
+        return gate(params, run_dir)
 
     wait_for_batches(RUN_DIR, submit(RUN_DIR)) >> compare(RUN_DIR)

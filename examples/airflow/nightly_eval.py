@@ -61,7 +61,8 @@ def on_inconclusive(context: Any) -> None:
     log.warning("nightly_eval %s: the comparison was INCONCLUSIVE; see the compare task's log.", ti.run_id)
 
 
-def _compare_args(params: dict[str, Any], run_dir: str) -> list[str]:
+def compare_args(params: dict[str, Any], run_dir: str) -> list[str]:
+    """The ``compare`` task's command: the night's run against the latest accepted one in the history."""
     args = [params["python"], "-m", "pipeline.compare", "--baseline", "latest", "--history", params["history"]]
     args += ["--candidate", run_dir, "--output", f"{run_dir}/comparison"]
     if params.get("policy"):
@@ -69,20 +70,61 @@ def _compare_args(params: dict[str, Any], run_dir: str) -> list[str]:
     return args
 
 
-with DAG(
-    dag_id="nightly_eval",
-    description="Evaluate the model every night; fail on a statistically significant regression.",
-    schedule="@daily",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,  # `latest` must see the previous night's run
-    params={
-        "config": Param("eval.yaml", type="string", description="the evaluation config (path or gs://...)"),
+def run_logged(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run an evaluator command and put its output in the task log, line by line."""
+    completed = subprocess.run(args, capture_output=True, text=True)
+    for line in (completed.stdout + completed.stderr).splitlines():
+        log.info("%s", line)
+    return completed
+
+
+def gate(params: dict[str, Any], run_dir: str) -> str:
+    """Run ``pipeline.compare`` on the night's run and turn its exit code into the task's outcome.
+
+    Returns "GO", or "NO-BASELINE" on an evaluation's first night; NO-GO fails the task
+    (AirflowFailException: no retries), INCONCLUSIVE skips it (AirflowSkipException, which
+    calls ``on_inconclusive``), any other exit code fails it. Shared with ``nightly_batch_eval``.
+    """
+    completed = run_logged(compare_args(params, run_dir))
+    report = f"{run_dir}/comparison/report.html"
+    if completed.returncode == EXIT_GO:
+        if "no baseline" in completed.stdout:  # the first night of an evaluation: nothing to compare with
+            log.info("verdict: none, no baseline yet; this run is the next night's baseline")
+            return "NO-BASELINE"
+        log.info("verdict: GO; report: %s", report)
+        return "GO"
+    if completed.returncode == EXIT_NO_GO:
+        raise AirflowFailException(f"NO-GO: the candidate regressed; report: {report}")
+    if completed.returncode == EXIT_INCONCLUSIVE:
+        raise AirflowSkipException(f"INCONCLUSIVE: not enough evidence either way; report: {report}")
+    raise AirflowFailException(f"pipeline.compare failed (exit {completed.returncode}); see the lines above.")
+
+
+def run_params(config: Param) -> dict[str, Param]:
+    """The run parameters of both nightly DAGs; ``config`` is each DAG's own (its default differs)."""
+    return {
+        "config": config,
         "output_root": Param("evals", type="string", description="runs go to OUTPUT_ROOT/<logical date>/"),
         "history": Param("evals/history", type="string", description="the --history location"),
         "policy": Param(None, type=["null", "string"], description="gate policy file (optional)"),
         "python": Param(sys.executable, type="string", description="interpreter with the evaluator installed"),
-    },
+    }
+
+
+#: How both nightly DAGs are scheduled: once a night, one run at a time (`latest` must see the previous night's run).
+NIGHTLY: dict[str, Any] = {
+    "schedule": "@daily",
+    "start_date": pendulum.datetime(2026, 1, 1, tz="UTC"),
+    "catchup": False,
+    "max_active_runs": 1,
+}
+
+
+with DAG(
+    dag_id="nightly_eval",
+    description="Evaluate the model every night; fail on a statistically significant regression.",
+    **NIGHTLY,
+    params=run_params(Param("eval.yaml", type="string", description="the evaluation config (path or gs://...)")),
     tags=["evaluation"],
 ) as dag:
     evaluate = EvaluatorPipelineOperator(
@@ -100,22 +142,8 @@ with DAG(
 
     @task(task_id="compare", retries=0, on_skipped_callback=on_inconclusive)
     def compare(run_dir: str, params: dict[str, Any] | None = None) -> str:
-        """Gate the night's run against the latest earlier one; returns the verdict."""
+        """Gate the night's run against the latest accepted one; returns the verdict."""
         assert params is not None
-        completed = subprocess.run(_compare_args(params, run_dir), capture_output=True, text=True)
-        for line in (completed.stdout + completed.stderr).splitlines():
-            log.info("%s", line)
-        report = f"{run_dir}/comparison/report.html"
-        if completed.returncode == EXIT_GO:
-            if "no baseline" in completed.stdout:  # the first night of an evaluation: nothing to compare with
-                log.info("verdict: none, no baseline yet; this run is the next night's baseline")
-                return "NO-BASELINE"
-            log.info("verdict: GO; report: %s", report)
-            return "GO"
-        if completed.returncode == EXIT_NO_GO:
-            raise AirflowFailException(f"NO-GO: the candidate regressed; report: {report}")
-        if completed.returncode == EXIT_INCONCLUSIVE:
-            raise AirflowSkipException(f"INCONCLUSIVE: not enough evidence either way; report: {report}")
-        raise AirflowFailException(f"pipeline.compare failed (exit {completed.returncode}); see the lines above.")
+        return gate(params, run_dir)
 
     evaluate >> compare(RUN_DIR)

@@ -59,6 +59,29 @@ def ensure(venv: Path = VENV, log: Path | None = None) -> tuple[Path, float]:
         return venv / "bin" / "airflow", seconds
 
 
+def airflow_home(tmp_path: Path, dags: list[Path], **extra: str) -> dict[str, str]:
+    """A fresh ``AIRFLOW_HOME`` under ``tmp_path`` with ``dags`` copied into its DAGs folder; its environment.
+
+    The environment is this process's without Airflow, virtualenv and PYTHONPATH settings (the
+    DAG's ``python`` parameter, not Airflow's interpreter, runs the evaluator), on sqlite, with
+    no example DAGs and loopback exempt from proxies; ``extra`` adds variables.
+    """
+    home = tmp_path / "airflow"
+    (home / "dags").mkdir(parents=True)
+    for dag in dags:
+        shutil.copy(dag, home / "dags")
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHONPATH"))},
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        **extra,
+    }
+
+
 def size_gb(venv: Path = VENV) -> float:
     """The environment's size on disk, in GB (what the progress line reports)."""
     return sum(f.lstat().st_size for f in venv.rglob("*") if f.is_file() or f.is_symlink()) / 1e9

@@ -9,8 +9,6 @@ are submitted once: the pokes attach to them, they never resubmit.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,20 +32,8 @@ def airflow() -> tuple[Path, float]:
 @pytest.mark.timeout(900)
 def test_batch_night_submits_waits_in_reschedule_mode_then_compares(airflow, server, tmp_path: Path) -> None:
     airflow_bin, _ = airflow
-    home = tmp_path / "airflow"
-    (home / "dags").mkdir(parents=True)
-    for dag in DAGS:  # the batch DAG imports the compare helpers of the nightly DAG
-        shutil.copy(dag, home / "dags")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHONPATH"))},
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "BEAMEVAL_BATCH_POKE_S": "3",
-    }
+    # the batch DAG imports the compare helpers of the nightly DAG
+    env = airflow_env.airflow_home(tmp_path, DAGS, BEAMEVAL_BATCH_POKE_S="3")
     migrate = subprocess.run([str(airflow_bin), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
 

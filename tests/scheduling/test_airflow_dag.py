@@ -16,8 +16,6 @@ test server on 127.0.0.1, which echoes the question:
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -50,18 +48,7 @@ def airflow() -> tuple[Path, float]:
 @pytest.mark.timeout(1500)  # 4 nights take about 3 minutes; building the environment here adds about 5
 def test_nights_no_baseline_then_no_go_twice_then_go_against_the_last_accepted(airflow, server, tmp_path: Path) -> None:
     airflow_bin, built_s = airflow
-    home = tmp_path / "airflow"
-    (home / "dags").mkdir(parents=True)
-    shutil.copy(DAG_FILE, home / "dags")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "VIRTUAL_ENV", "PYTHONPATH"))},
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    env = airflow_env.airflow_home(tmp_path, [DAG_FILE])
     started = time.monotonic()
     migrate = subprocess.run([str(airflow_bin), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
