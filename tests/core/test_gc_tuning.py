@@ -19,8 +19,8 @@ a.other, b.other = b, a
 alive = weakref.ref(a)
 del a, b
 gc.collect()
-young = gc.get_threshold()[0]
-print(default[0], young == YOUNG_THRESHOLD > default[0], frozen > 1000, gc.get_freeze_count() == frozen, alive() is None)
+young, still = gc.get_threshold()[0], gc.get_freeze_count()
+print(default[0], young == YOUNG_THRESHOLD > default[0], frozen > 1000, still == frozen, alive() is None)
 """
 
 
