@@ -227,3 +227,14 @@ def test_target_and_judge_both_in_batch_mode(judge_server, write_jsonl, run_eval
     assert judge_server.batches()["batches_created"] == 6 and len(judge_batches(judge_server)) == 3
     assert judge_server.batches()["lines_answered"] == 2 * ROWS and judge_server.stats()["requests"] == 0
     assert_no_request_in_two_batches(judge_server)
+
+
+def test_judge_batches_on_two_local_processes(judge_server, write_jsonl, run_eval):
+    judge_server.batches(outcomes=["expired"])  # the first batch (a judge's: the target is online) is sent again
+    config = judge_config(write_jsonl(DATA), judge_server)
+    multi = run_eval(config, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    assert_judged(multi)
+    assert judge_server.stats()["requests"] == ROWS
+    block = multi.results["usage"]["metric_calls"]["by_metric"][JUDGE]["batch"]
+    assert (block["batches"], block["requests"], block["resubmitted"]) == (4, ROWS, 5)
+    assert_no_request_in_two_batches(judge_server)
