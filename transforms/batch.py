@@ -46,7 +46,6 @@ from beameval.inference.batch.ledger import (
     BatchLedger,
     LedgerState,
     LineFailure,
-    metric_scope,
 )
 from beameval.inference.batch.lines import BatchRequest, custom_id
 from beameval.inference.batch.runner import BatchOutcome, BatchRun, run_batches
@@ -65,7 +64,6 @@ __all__ = [
     "BatchEndpoint",
     "BatchSamples",
     "batch_metrics",
-    "batch_scopes",
     "batch_usage",
     "in_batch_mode",
     "send_batches",
@@ -106,12 +104,6 @@ def in_batch_mode(metric: EndpointMetric[Any]) -> bool:
 def batch_metrics(configs: Sequence[MetricConfig]) -> list[tuple[str, EndpointMetric[Any]]]:
     """The endpoint metrics in batch mode, with their metric keys (``CallMetricEndpoints`` leaves them alone)."""
     return [(key, metric) for key, metric in endpoint_metrics(configs) if in_batch_mode(metric)]
-
-
-def batch_scopes(config: EvalConfig) -> list[str]:
-    """The submission-record scopes of the run's endpoints in batch mode: the target's, then each judge's."""
-    judges = [metric_scope(key) for key, _ in batch_metrics(config.metrics)]
-    return [TARGET_SCOPE, *judges] if uses_batch_mode(config) else judges
 
 
 @dataclass(frozen=True)
