@@ -7,8 +7,12 @@ It stands where ``GenerateSamples`` stands, after the response store and journal
   (``transforms.cache.target_request``) and keys it as online mode keys it; rows already
   answered, and rows with no request (unreadable, prompt does not render), pass on as
   ``GeneratedRow``s, failed as online mode fails them;
-* every request is grouped under one key, so one ``RunBatches`` call sees them all and
-  can split them into the fewest batches; it submits, polls and collects
+* every request is grouped under one key (the endpoint's scope), so one ``RunBatches``
+  call sees them all and can split them into the fewest batches; one more element under
+  that key (``collect_trigger``) makes the call happen even when the store and the journal
+  answered every request, so a batch left live in the record (the run died after
+  journaling its answers and before marking it finished) is still collected instead of
+  keeping the run at exit 75. It submits, polls and collects
   (``beameval.inference.batch.runner``), records each answer in the response journal, and
   emits the rows, which go on to scoring like online answers.
 
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +69,8 @@ __all__ = [
     "BatchSamples",
     "batch_metrics",
     "batch_usage",
+    "by_url",
+    "collect_trigger",
     "in_batch_mode",
     "send_batches",
     "uses_batch_mode",
@@ -137,6 +143,23 @@ class BatchEndpoint:
         return None
 
 
+def collect_trigger(pipeline: beam.Pipeline, keys: Sequence[str], label: str) -> beam.PCollection[Any]:
+    """``(key, None)`` per batch-mode endpoint: one element that makes its batch step run, requests or not."""
+    return pipeline | label >> beam.Create([(key, None) for key in keys])
+
+
+def by_url(grouped: Iterable[tuple[str, Any] | None], default_url: str) -> dict[str, list[Any]]:
+    """An endpoint's grouped ``(url, request)``s by URL, without the trigger; ``{default_url: []}`` when there are none.
+
+    The empty call still polls and collects the endpoint's live batches (nothing is submitted).
+    """
+    found: dict[str, list[Any]] = {}
+    for item in grouped:
+        if item is not None:
+            found.setdefault(item[0], []).append(item[1])
+    return found or {default_url: []}
+
+
 def send_batches(
     endpoint: BatchEndpoint, url: str, requests: list[BatchRequest], journal_dir: str, output: str
 ) -> dict[str, BatchOutcome]:
@@ -185,7 +208,7 @@ async def _run(
 
 
 class KeyBatchRequests(beam.DoFn):
-    """``InputRow | GeneratedRow`` -> answered or failed ``GeneratedRow``s, and ``(url, request)`` on ``requests``."""
+    """``InputRow | GeneratedRow`` -> answered or failed ``GeneratedRow``s, and ``(scope, (url, request))``s."""
 
     REQUESTS = "requests"
 
@@ -218,11 +241,11 @@ class KeyBatchRequests(beam.DoFn):
         digest = request_hash_from_bytes(prepared.url, content)
         row = dataclasses.replace(row, request=content.decode("utf-8"))
         request = (custom_id(row.row_index, row.sample_index), key, digest, content, row)
-        yield beam.pvalue.TaggedOutput(self.REQUESTS, (prepared.url, request))  # one group per endpoint URL
+        yield beam.pvalue.TaggedOutput(self.REQUESTS, (TARGET_SCOPE, (prepared.url, request)))  # one group
 
 
 class RunBatches(beam.DoFn):
-    """``(url, [requests])`` -> a ``GeneratedRow`` per request: answered, failed, or pending (its batch runs on)."""
+    """``(scope, [(url, request)])`` -> a ``GeneratedRow`` per request: answered, failed, or pending."""
 
     def __init__(self, config: EvalConfig, journal_dir: str, output: str) -> None:
         self._config = config
@@ -240,12 +263,13 @@ class RunBatches(beam.DoFn):
         )
 
     def process(self, keyed: tuple[str, Any]) -> Iterator[GeneratedRow]:
-        url, grouped = keyed
-        requests: list[_Request] = sorted(grouped, key=lambda r: (r[4].row_index, r[4].sample_index))
-        batch = [BatchRequest(cid, key, content) for cid, key, _, content, _ in requests]
-        outcomes = send_batches(self._endpoint, url, batch, self._journal_dir, self._output)
-        for cid, _, digest, _, row in requests:
-            yield self._row(row, digest, outcomes[cid])
+        _scope, grouped = keyed
+        for url, found in by_url(grouped, self._endpoint.model.url).items():
+            requests: list[_Request] = sorted(found, key=lambda r: (r[4].row_index, r[4].sample_index))
+            batch = [BatchRequest(cid, key, content) for cid, key, _, content, _ in requests]
+            outcomes = send_batches(self._endpoint, url, batch, self._journal_dir, self._output)
+            for cid, _, digest, _, row in requests:
+                yield self._row(row, digest, outcomes[cid])
 
     def _row(self, row: InputRow, digest: str, outcome: BatchOutcome) -> GeneratedRow:
         info = InferenceInfo(attempts=outcome.submissions, request_hash=digest)
@@ -287,8 +311,10 @@ class BatchSamples(beam.PTransform):
         keyed = rows | "KeyBatchRequests" >> beam.ParDo(KeyBatchRequests(self._config)).with_outputs(
             KeyBatchRequests.REQUESTS, main="done"
         )
+        trigger = collect_trigger(rows.pipeline, [TARGET_SCOPE], "CollectTrigger")
         answered = (
-            keyed[KeyBatchRequests.REQUESTS]
+            (keyed[KeyBatchRequests.REQUESTS], trigger)
+            | "WithTrigger" >> beam.Flatten()
             | "AllRequests" >> beam.GroupByKey()
             | "RunBatches" >> beam.ParDo(RunBatches(self._config, self._journal_dir, self._output))
         )

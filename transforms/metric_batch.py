@@ -9,11 +9,12 @@ the other, because the judge's step waits for every target answer):
 * ``KeyMetricBatchRequests`` builds each row's request for every judge in batch mode
   exactly as online judging does (the metric's ``build_request``), keys it as online mode
   keys it, and sends the row to wait for its replies; a row with nothing to ask passes on;
-* the requests are grouped per judge and URL, so one ``RunMetricBatches`` call sees all of
-  a judge's requests and splits them into the fewest batches (``transforms.batch.send_batches``,
-  in the judge's own scope of ``OUT_DIR/_responses/batches/``); each answer is parsed by
-  the judge's handler into the ``EndpointReply`` an online call makes, keyed by the row;
-* ``AttachMetricReplies`` joins the replies to their rows on the row token.
+* the requests are grouped per judge (with its ``collect_trigger``), so one
+  ``RunMetricBatches`` call sees all of a judge's requests and splits them into the fewest
+  batches (``transforms.batch.send_batches``, in the judge's own scope of
+  ``OUT_DIR/_responses/batches/``); each answer is parsed by the judge's handler into the
+  ``EndpointReply`` an online call makes, keyed by the row;
+* ``AttachReplies`` joins the replies to their rows on the row token.
 
 A request whose batch is still running gets an error reply; the driver sees the live batch
 in the submission record and exits 75 without publishing, as for the target.
@@ -38,7 +39,7 @@ from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.classify import classify
 from beameval.inference.prepared import wire_bytes
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
-from transforms.batch import PENDING, BatchEndpoint, batch_metrics, send_batches
+from transforms.batch import PENDING, BatchEndpoint, batch_metrics, by_url, collect_trigger, send_batches
 from transforms.metric_cache import row_token
 from transforms.metric_calls import build_metric_request
 
@@ -49,7 +50,7 @@ _Request = tuple[int, int, str, str, bytes]
 
 
 class KeyMetricBatchRequests(beam.DoFn):
-    """GeneratedRow -> the row, or ``(token, row)`` on ``waiting`` and ``((metric key, url), request)`` on ``requests``.
+    """GeneratedRow -> the row, or ``(token, row)`` on ``waiting`` and ``(metric key, (url, request))`` on ``requests``.
 
     A row waits when a judge in batch mode has a request to send for it; otherwise it passes on.
     """
@@ -82,7 +83,7 @@ class KeyMetricBatchRequests(beam.DoFn):
             response_key = response_key_from_content(  # the key online judging uses, so the answers interchange
                 prepared.url, content, row.sample_index, prepared.headers, metric.endpoint_handler().secrets
             )
-            requests.append(((key, prepared.url), (row.row_index, row.sample_index, token, response_key, content)))
+            requests.append((key, (prepared.url, (row.row_index, row.sample_index, token, response_key, content))))
         row = dataclasses.replace(row, metric_responses=replies) if replies else row
         if not requests:
             yield row
@@ -93,7 +94,7 @@ class KeyMetricBatchRequests(beam.DoFn):
 
 
 class RunMetricBatches(beam.DoFn):
-    """``((metric key, url), [requests])`` -> ``(token, (metric key, EndpointReply))`` per request."""
+    """``(metric key, [(url, request)])`` -> ``(token, (metric key, EndpointReply))`` per request."""
 
     def __init__(self, configs: Sequence[MetricConfig], journal_dir: str, output: str) -> None:
         self._configs = list(configs)
@@ -103,15 +104,16 @@ class RunMetricBatches(beam.DoFn):
     def setup(self) -> None:
         self._endpoints = {key: _endpoint(key, metric) for key, metric in batch_metrics(self._configs)}
 
-    def process(self, keyed: tuple[tuple[str, str], Iterable[_Request]]) -> Iterator[tuple[str, Any]]:
-        (metric_key, url), grouped = keyed
+    def process(self, keyed: tuple[str, Iterable[tuple[str, _Request] | None]]) -> Iterator[tuple[str, Any]]:
+        metric_key, grouped = keyed
         endpoint = self._endpoints[metric_key]
-        requests = sorted(grouped)
-        ids = [custom_id(row, sample, metric_key) for row, sample, _, _, _ in requests]
-        batch = [BatchRequest(cid, key, content) for cid, (*_, key, content) in zip(ids, requests, strict=True)]
-        outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output)
-        for cid, (_, _, token, _, _) in zip(ids, requests, strict=True):
-            yield token, (metric_key, _reply(endpoint, outcomes[cid]))
+        for url, found in by_url(grouped, endpoint.model.url).items():
+            requests: list[_Request] = sorted(found)
+            ids = [custom_id(row, sample, metric_key) for row, sample, _, _, _ in requests]
+            batch = [BatchRequest(cid, key, content) for cid, (*_, key, content) in zip(ids, requests, strict=True)]
+            outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output)
+            for cid, (_, _, token, _, _) in zip(ids, requests, strict=True):
+                yield token, (metric_key, _reply(endpoint, outcomes[cid]))
 
 
 def _endpoint(key: str, metric: EndpointMetric[Any]) -> BatchEndpoint:
@@ -180,8 +182,12 @@ class BatchMetricCalls(beam.PTransform):
         keyed = rows | "KeyMetricBatchRequests" >> beam.ParDo(KeyMetricBatchRequests(self._configs)).with_outputs(
             KeyMetricBatchRequests.WAITING, KeyMetricBatchRequests.REQUESTS, main="done"
         )
+        trigger = collect_trigger(
+            rows.pipeline, [key for key, _ in batch_metrics(self._configs)], "CollectMetricTrigger"
+        )
         replies = (
-            keyed[KeyMetricBatchRequests.REQUESTS]
+            (keyed[KeyMetricBatchRequests.REQUESTS], trigger)
+            | "WithTrigger" >> beam.Flatten()
             | "AllMetricRequests" >> beam.GroupByKey()
             | "RunMetricBatches" >> beam.ParDo(RunMetricBatches(self._configs, self._journal_dir, self._output))
         )

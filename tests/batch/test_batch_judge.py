@@ -238,3 +238,23 @@ def test_judge_batches_on_two_local_processes(judge_server, write_jsonl, run_eva
     block = multi.results["usage"]["metric_calls"]["by_metric"][JUDGE]["batch"]
     assert (block["batches"], block["requests"], block["resubmitted"]) == (4, ROWS, 5)
     assert_no_request_in_two_batches(judge_server)
+
+
+def test_batches_journaled_but_not_marked_finished_are_collected_on_resume(
+    judge_server, write_jsonl, run_eval, tmp_path
+):
+    """A run that died after journaling its batches' answers and before recording them finished:
+    the resume answers every request from the journal, and still collects those batches (exit 0, not 75)."""
+    out = tmp_path / "died"
+    config = judge_config(write_jsonl(DATA), judge_server, target_mode="batch")
+    assert_judged(run_eval(config, output=out))
+    finished = sorted((out / "_responses" / "batches").glob("*-finished.json"))
+    assert len(finished) == 6  # the target's 3 batches and the judge's 3
+    for path in finished:
+        path.unlink()
+    resumed = run_eval(config, "--resume", output=out)
+    assert_judged(resumed)
+    assert judge_server.batches()["batches_created"] == 6  # nothing sent again
+    assert judge_server.batches()["lines_answered"] == 2 * ROWS
+    assert len(list((out / "_responses" / "batches").glob("*-finished.json"))) == 6
+    assert resumed.results["usage"]["batch"]["batches"] == 3
