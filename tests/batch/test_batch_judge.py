@@ -18,6 +18,7 @@ import pytest
 
 from beameval.testserver.harness import ServerProcess
 from tests.batch.test_batch_pipeline import assert_no_request_in_two_batches, start_cli
+from tests.pipeline.test_runners import grpc_binds, job_service  # noqa: F401 - fixtures: Beam's job service on loopback
 
 ROWS = 12
 # The target echoes the question; every third row's reference differs ("other"), and the judge calls those bad.
@@ -258,3 +259,17 @@ def test_batches_journaled_but_not_marked_finished_are_collected_on_resume(
     assert judge_server.batches()["lines_answered"] == 2 * ROWS
     assert len(list((out / "_responses" / "batches").glob("*-finished.json"))) == 6
     assert resumed.results["usage"]["batch"]["batches"] == 3
+
+
+def test_judge_and_target_batches_on_the_portable_runner(judge_server, write_jsonl, run_eval, job_service):  # noqa: F811
+    judge_server.batches(outcomes=["completed", "completed", "completed", "cancelled"])  # the judge's first batch
+    config = judge_config(write_jsonl(DATA), judge_server, target_mode="batch")
+    portable = run_eval(
+        config, "--runner=PortableRunner", f"--job_endpoint={job_service}", "--environment_type=LOOPBACK"
+    )
+    assert_judged(portable)
+    assert portable.results["run"]["runner"] == "PortableRunner"
+    assert judge_server.stats()["requests"] == 0
+    block = portable.results["usage"]["metric_calls"]["by_metric"][JUDGE]["batch"]
+    assert (block["batches"], block["requests"], block["resubmitted"]) == (4, ROWS, 5)
+    assert_no_request_in_two_batches(judge_server)
