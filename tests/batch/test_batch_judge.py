@@ -8,16 +8,14 @@ counts say how many judge requests were sent (online, or as batch lines) and in 
 from __future__ import annotations
 
 import math
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from beameval.testserver.harness import ServerProcess
-from tests.batch.test_batch_pipeline import assert_no_request_in_two_batches, start_cli
+from tests.batch.test_batch_pipeline import assert_no_request_in_two_batches, kill_after_first_batch
+from tests.pipeline.test_judge_pipeline import judge_metric
 from tests.pipeline.test_runners import grpc_binds, job_service  # noqa: F401 - fixtures: Beam's job service on loopback
 
 ROWS = 12
@@ -50,23 +48,12 @@ def judge_config(
         if model["mode"] == "batch":
             model["batch"] = settings
     judge_model["pricing"] = {"input_per_million": 2.0, "output_per_million": 8.0, "batch_discount": 0.5}
-    judge = {
-        "type": "llm-judge",
-        "model": judge_model,
-        "prompt_template": {
-            "messages": [{"role": "user", "content": "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"}]
-        },
-        "scores": [
-            {"name": "quality", "rubric": [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]},
-            {"name": "confidence", "minimum": 1, "maximum": 5},
-        ],
-    }
     return {
         "dataset": {"path": str(path)},
         "target": {"model": target},
         "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
         "params": {"parallelism": 4, "max_retries": 2},
-        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}, judge],
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}, judge_metric(judge_model)],
     }
 
 
@@ -177,15 +164,7 @@ def test_judge_killed_after_its_first_batch_resumes_without_sending_twice(
     path = write_jsonl(DATA)
     out = tmp_path / "killed"
     config = judge_config(path, judge_server, max_requests=1)
-    process = start_cli(config, out, tmp_path)
-    deadline = time.monotonic() + 120
-    while judge_server.batches()["batches_created"] < 1:
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no batch was ever created"
-        time.sleep(0.005)  # polling a real subprocess: there is no clock to inject
-    os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
-    created_before = judge_server.batches()["batches_created"]
+    created_before = kill_after_first_batch(config, out, tmp_path, judge_server)
     assert 1 <= created_before < ROWS, created_before  # killed between the first batch and the last
     judge_server.batches(completion_s=0.0)
     resumed = run_eval(config, "--resume", output=out)
