@@ -20,6 +20,7 @@ from beameval.config.schema import EvalConfig
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
+from beameval.inference.batch.ledger import metric_scope
 from pipeline.cache import publish_run
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.history import append_run
@@ -31,7 +32,7 @@ from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
 from pipeline.summary import format_summary_table
 from transforms import NAMESPACE
-from transforms.batch import batch_usage, uses_batch_mode
+from transforms.batch import batch_metrics, batch_usage, uses_batch_mode
 from transforms.write import SUMMARY_FILE
 
 __all__ = ["BatchesPending", "RunFailed", "finish_run", "pipeline_metrics", "runner_info"]
@@ -67,16 +68,18 @@ def finish_run(
         BatchesPending: batch mode, and some batches are still running at the provider.
         RunFailed: strict mode saw a failed row, or more rows failed than ``params.max_error_rate``.
     """
-    batches = batch_usage(f"{output.rstrip('/')}/{JOURNAL_DIR}") if uses_batch_mode(config) else None
-    if batches is not None and batches.pop("live"):
-        raise BatchesPending(_pending_message(batches, output))
+    journal = f"{output.rstrip('/')}/{JOURNAL_DIR}"
+    target = batch_usage(journal) if uses_batch_mode(config) else None
+    judged = {key: batch_usage(journal, metric_scope(key)) for key, _ in batch_metrics(config.metrics)}
+    scopes = [usage for usage in (target, *judged.values()) if usage is not None]
+    if sum([usage.pop("live") for usage in scopes]):
+        raise BatchesPending(_pending_message(scopes, output))
     publish_outputs(output, stage, run_id)
     store_warnings = publish_run(output, store)  # even when strict mode fails the run; a failure only warns
     summary = read_json(f"{output.rstrip('/')}/{SUMMARY_FILE}")
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
-    if batches is not None:  # every run of this OUT_DIR together; the tokens are the batch-priced ones
-        results["usage"]["batch"] = batches
+    _batch_usage(results["usage"], target, judged)
     results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
         config.public_dump(), paths, output, run_id, started, time.time(), run_info["runner"]
     )
@@ -84,8 +87,7 @@ def finish_run(
     results["failures"] = failure_breakdown(output)
     judges = [key for key, metric in scorer.metrics if metric.config.type == "llm-judge"]
     results["warnings"] = unparsed_judges(results, judges) + store_warnings
-    batch_tokens = None if batches is None else (batches["prompt_tokens"], batches["completion_tokens"])
-    cost = costs(config, results["usage"], batch_tokens)
+    cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
     results.update(budget_fields(config, results["counts"], results["usage"], spent))
@@ -105,9 +107,23 @@ def finish_run(
     return results
 
 
-def _pending_message(batches: dict[str, int], output: str) -> str:
+def _batch_usage(usage: dict[str, Any], target: dict[str, int] | None, judges: dict[str, dict[str, int]]) -> None:
+    """Put each batch-mode endpoint's ``batch`` block (every run of this OUT_DIR together) under its endpoint.
+
+    The target's is ``usage.batch``; a judge's is ``usage.metric_calls.by_metric.<key>.batch``. Their
+    tokens are the batch-priced ones (``pipeline.quota.costs``).
+    """
+    if target is not None:
+        usage["batch"] = target
+    by_metric = usage["metric_calls"].setdefault("by_metric", {}) if judges else {}
+    for key, block in judges.items():  # a judge whose calls were all collected earlier has no counts of its own
+        by_metric.setdefault(key, {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0})["batch"] = block
+
+
+def _pending_message(scopes: list[dict[str, int]], output: str) -> str:
+    created, requests = sum(usage["batches"] for usage in scopes), sum(usage["requests"] for usage in scopes)
     return (
-        f"batches are still running at the provider ({batches['batches']} created for {batches['requests']} "
+        f"batches are still running at the provider ({created} created for {requests} "
         f"requests so far, every one recorded in {output.rstrip('/')}/{JOURNAL_DIR}/batches/); nothing was "
         "published yet. Rerun the same command with --resume to collect what has finished: it exits 75 again "
         "while batches still run, and 0 with complete outputs once all are collected."

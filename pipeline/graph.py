@@ -14,9 +14,10 @@ from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
-from transforms.batch import BatchSamples, uses_batch_mode
+from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
 from transforms.cache import LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
+from transforms.metric_batch import BatchMetricCalls
 from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
@@ -160,6 +161,8 @@ def _evaluate(
         generated = generated | "CallMetricEndpoints" >> beam.ParDo(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id)
         )
+        if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
+            generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
     score = ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=generated is samples)
     scored = generated | "ScoreRows" >> beam.ParDo(score).with_outputs(ERRORS, main="rows")
     # results.json provenance: the dataset fingerprint, and the models seen in the target's replies

@@ -35,7 +35,7 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from beameval.config.quota import Budget
+from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
 from beameval.core.scoring import metric_keys
 from beameval.inference.quota import endpoints_of
@@ -114,42 +114,48 @@ def spent_before(output: str) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-def costs(
-    config: EvalConfig, usage: dict[str, Any], batch_tokens: tuple[int, int] | None = None
-) -> dict[str, Any] | None:
+def costs(config: EvalConfig, usage: dict[str, Any]) -> dict[str, Any] | None:
     """``usage.cost_usd``: dollars per endpoint (``target``, ``metric:<key>``) and in total; None without pricing.
 
-    ``batch_tokens`` (prompt, completion) are the target's tokens answered through a Batch API
-    (``usage.batch``): they cost ``1 - batch_discount`` of the online price, the rest of the
-    target's tokens the full price, and ``batch_saving_usd`` says what the discount saved.
+    An endpoint in batch mode has a ``batch`` block (``usage.batch`` for the target,
+    ``usage.metric_calls.by_metric.<key>.batch`` for a judge) with the tokens answered through
+    the Batch API: they cost ``1 - batch_discount`` of the online price, the rest of the
+    endpoint's tokens the full price, and ``batch_saving_usd`` says what the discount saved
+    on every endpoint together.
     """
     by_endpoint: dict[str, float] = {}
     saving = 0.0
     target = config.target.endpoint.pricing if config.target is not None else None
     if target is not None:
-        batch_in, batch_out = batch_tokens or (0, 0)
-        online_in = max(usage["prompt_tokens"] - batch_in, 0)  # batch tokens of earlier invocations show as cached
-        online_out = max(usage["completion_tokens"] - batch_out, 0)
-        discounted = target.cost(batch_in, batch_out, batch=True)
-        by_endpoint["target"] = target.cost(online_in, online_out) + discounted
-        saving = target.cost(batch_in, batch_out) - discounted
+        by_endpoint["target"], saved = _priced(target, usage)
+        saving += saved
     calls = (usage.get("metric_calls") or {}).get("by_metric") or {}
     for key, metric in zip(metric_keys(config.metrics), config.metrics, strict=True):
         pricing = next((access.pricing for _, access in endpoints_of(metric) if access.pricing is not None), None)
         if pricing is not None:
-            tokens = calls.get(key) or {}
-            by_endpoint[f"metric:{key}"] = pricing.cost(
-                tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0)
-            )
+            by_endpoint[f"metric:{key}"], saved = _priced(pricing, calls.get(key) or {})
+            saving += saved
+    batched = "batch" in usage or any("batch" in block for block in calls.values())
     if not by_endpoint:
         return None
     cost: dict[str, Any] = {
         "total": round(sum(by_endpoint.values()), 6),
         "endpoints": {k: round(v, 6) for k, v in by_endpoint.items()},
     }
-    if batch_tokens is not None:
+    if batched:
         cost["batch_saving_usd"] = round(saving, 6)
     return cost
+
+
+def _priced(pricing: Pricing, tokens: dict[str, Any]) -> tuple[float, float]:
+    """One endpoint's cost and its batch saving, from its token counts and its ``batch`` block when it has one."""
+    batch = tokens.get("batch") or {}
+    batch_in, batch_out = batch.get("prompt_tokens", 0), batch.get("completion_tokens", 0)
+    # Batch tokens collected by earlier invocations are cache hits of this one: not in its own counts.
+    online_in = max(tokens.get("prompt_tokens", 0) - batch_in, 0)
+    online_out = max(tokens.get("completion_tokens", 0) - batch_out, 0)
+    discounted = pricing.cost(batch_in, batch_out, batch=True)
+    return pricing.cost(online_in, online_out) + discounted, pricing.cost(batch_in, batch_out) - discounted
 
 
 def budget_fields(

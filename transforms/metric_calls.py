@@ -1,7 +1,8 @@
 """CallMetricEndpoints: send each row's metric endpoint requests (LLM judge, remote scorer) before scoring.
 
 Placed between generation and ``ScoreRows`` when a configured metric is an
-``EndpointMetric``. For every row that has not failed, each endpoint metric builds its
+``EndpointMetric``; a metric whose model is in ``mode: batch`` is left to
+``transforms.metric_batch``. For every row that has not failed, each endpoint metric builds its
 request, which goes to that metric's shared per-process ``InferenceEngine`` (retries,
 limiter and keep-alive pool included); when all of a row's calls have completed the row is
 emitted with ``metric_responses`` holding one ``EndpointReply`` per metric key. Rows are
@@ -39,16 +40,27 @@ from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
+from transforms.batch import in_batch_mode
 from transforms.cache import journal_for
 from transforms.guard import guarded
 from transforms.worker_gc import freeze_startup_heap
 
-__all__ = ["CallMetricEndpoints", "needs_metric_calls", "reply_from_outcome"]
+__all__ = ["CallMetricEndpoints", "build_metric_request", "needs_metric_calls", "reply_from_outcome"]
 
 
 def needs_metric_calls(configs: Sequence[MetricConfig]) -> bool:
     """True when any metric calls an endpoint, so the graph needs ``CallMetricEndpoints``."""
     return any(issubclass(metric_class(config.type), EndpointMetric) for config in configs)
+
+
+def build_metric_request(metric: EndpointMetric[Any], ctx: MetricContext) -> PreparedRequest | EndpointReply:
+    """A row's request for ``metric``, or the ``request`` error reply that fails the row when it cannot be built."""
+    try:
+        return metric.build_request(ctx)
+    except EvaluatorError as exc:
+        return EndpointReply(error=str(exc), error_kind="request")
+    except Exception as exc:  # noqa: BLE001 - a metric bug must fail its row, not the run
+        return EndpointReply(error=f"building the request raised {type(exc).__name__}: {exc}", error_kind="request")
 
 
 def reply_from_outcome(outcome: Outcome, redactor: Redactor | None = None) -> EndpointReply:
@@ -122,6 +134,8 @@ class CallMetricEndpoints(beam.DoFn):
                 continue
             metric = resolve(config, key)
             assert isinstance(metric, EndpointMetric)
+            if in_batch_mode(metric):  # its requests go through the Batch API (transforms.metric_batch)
+                continue
             handler = metric.endpoint_handler()
             settings = metric.endpoint_settings
             quota = EndpointQuota.of(metric.endpoint_access, self._params, self._run_id)
@@ -155,14 +169,9 @@ class CallMetricEndpoints(beam.DoFn):
         for endpoint in self._endpoints:
             if endpoint.key in calls.replies:
                 continue
-            try:
-                prepared = endpoint.metric.build_request(ctx)
-            except EvaluatorError as exc:
-                calls.replies[endpoint.key] = EndpointReply(error=str(exc), error_kind="request")
-                continue
-            except Exception as exc:  # noqa: BLE001 - a metric bug must fail its row, not the run
-                message = f"building the request raised {type(exc).__name__}: {exc}"
-                calls.replies[endpoint.key] = EndpointReply(error=message, error_kind="request")
+            prepared = build_metric_request(endpoint.metric, ctx)
+            if isinstance(prepared, EndpointReply):
+                calls.replies[endpoint.key] = prepared
                 continue
             submitted.append((endpoint, prepared))
         if not submitted:

@@ -2,7 +2,8 @@
 
 The judge is an ``EndpointMetric``: ``transforms.metric_calls.CallMetricEndpoints`` sends
 its request (``build_request``) through the worker's shared inference engine before
-scoring, and ``score`` only parses the reply. Behaviour follows REFERENCE_BEHAVIOUR.md 2.8,
+scoring (or, with ``model.mode: batch``, ``transforms.metric_batch`` sends all of them
+through the provider's Batch API), and ``score`` only parses the reply. Behaviour follows REFERENCE_BEHAVIOUR.md 2.8,
 3.3, 4.4, 6.6 and 6.7, with these fixes (11b.10):
 
 * **JSON in fences or prose is read.** The reply is parsed whole first; otherwise the

@@ -176,6 +176,19 @@ def start_cli(config: dict[str, Any], output: Path, tmp_path: Path) -> subproces
     )
 
 
+def kill_after_first_batch(config: dict[str, Any], output: Path, tmp_path: Path, server: ServerProcess) -> int:
+    """Run the CLI, kill -9 its whole process group once the server has a batch; return the batches it had."""
+    process = start_cli(config, output, tmp_path)
+    deadline = time.monotonic() + 120
+    while server.batches()["batches_created"] < 1:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no batch was ever created"
+        time.sleep(0.005)  # polling a real subprocess: there is no clock to inject
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    return int(server.batches()["batches_created"])
+
+
 def test_kill_9_after_the_first_batch_then_resume_attaches(batch_server, write_jsonl, run_eval, tmp_path):
     # 20 batches to submit, each an upload and a create: the kill lands after the first and before the last
     # (the batches themselves would take 600 s).
@@ -183,15 +196,7 @@ def test_kill_9_after_the_first_batch_then_resume_attaches(batch_server, write_j
     path = write_jsonl(SMALL_DATA)
     out = tmp_path / "killed"
     config = small_config(path, batch_server, max_requests=10)
-    process = start_cli(config, out, tmp_path)
-    deadline = time.monotonic() + 120
-    while batch_server.batches()["batches_created"] < 1:
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "no batch was ever created"
-        time.sleep(0.005)  # polling a real subprocess: there is no clock to inject
-    os.killpg(process.pid, signal.SIGKILL)
-    process.communicate()
-    created_before = batch_server.batches()["batches_created"]
+    created_before = kill_after_first_batch(config, out, tmp_path, batch_server)
     assert 1 <= created_before < SMALL // 10, created_before  # killed between the first batch and the last
     batch_server.batches(completion_s=0.0)
     resumed = run_eval(config, "--resume", output=out)

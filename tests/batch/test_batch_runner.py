@@ -12,7 +12,7 @@ import pytest
 
 from beameval.config.batch import BatchSettings
 from beameval.inference.batch.client import BatchClient
-from beameval.inference.batch.ledger import BatchLedger
+from beameval.inference.batch.ledger import BatchLedger, FinishedBatch, metric_scope
 from beameval.inference.batch.lines import BatchRequest, parse_result_line, request_line, split_requests
 from beameval.inference.batch.runner import BatchRun, run_batches
 from beameval.inference.http_client import HttpClient
@@ -123,3 +123,39 @@ def test_a_crash_between_upload_and_record_is_attached_or_resent(created: bool, 
     assert state["batches_created"] == 1 and state["files_uploaded"] == (1 if created else 2)
     usage = ledger.load().usage()
     assert usage["batches"] == 1 and usage["requests"] == 5 and usage["resubmitted"] == 0 and usage["live"] == 0
+
+
+def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) -> None:
+    """The target and a judge share OUT_DIR/_responses/batches/; neither plans from, polls or counts the other's."""
+    folder = str(tmp_path / "batches")
+    target, judge = BatchLedger(folder), BatchLedger(folder, scope=metric_scope("llm-judge"))
+    target.uploaded("file-1", ENDPOINT, [("row-0-sample-0", "a" * 64)])
+    target.created("batch-1", "file-1")
+    judge.uploaded("file-2", ENDPOINT, [("llm-judge-row-0-sample-0", "b" * 64), ("llm-judge-row-1-sample-0", "c" * 64)])
+    judge.created("batch-2", "file-2")
+    judge.finished("batch-2", FinishedBatch("completed", {"llm-judge-row-0-sample-0"}, {}, 7, 3))
+    mine, theirs = target.load(), judge.load()
+    assert (mine.batches, mine.live(), list(mine.files)) == ({"batch-1": "file-1"}, ["batch-1"], ["file-1"])
+    assert (theirs.batches, theirs.live(), list(theirs.files)) == ({"batch-2": "file-2"}, [], ["file-2"])
+    assert target.load().usage() == {
+        "batches": 1,
+        "requests": 1,
+        "resubmitted": 0,
+        "live": 1,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+    }
+    assert judge.load().usage() == {
+        "batches": 1,
+        "requests": 2,
+        "resubmitted": 0,
+        "live": 0,
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+    }
+    # A record written before scopes existed (no "scope" in its uploaded events) is the target's.
+    old = json.dumps(
+        {"event": "uploaded", "file_id": "file-0", "endpoint": ENDPOINT, "requests": [["row-1-sample-0", "d" * 64]]}
+    )
+    (tmp_path / "batches" / "00000000000000000001-0000-uploaded.json").write_text(old)
+    assert list(target.load().files) == ["file-0", "file-1"] and "file-0" not in judge.load().files

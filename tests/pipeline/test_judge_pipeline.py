@@ -14,6 +14,21 @@ REPLIES = {
 }
 
 
+def judge_metric(model: dict) -> dict:
+    """The judge of these tests on ``model``: "JUDGE: <answer> vs <reference>", a rubric and a 1-5 range score."""
+    return {
+        "type": "llm-judge",
+        "model": model,
+        "prompt_template": {
+            "messages": [{"role": "user", "content": "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"}]
+        },
+        "scores": [
+            {"name": "quality", "rubric": [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]},
+            {"name": "confidence", "minimum": 1, "maximum": 5},
+        ],
+    }
+
+
 def judge_run_config(server, model_target, write_jsonl) -> dict:
     """Scripted target and judge replies on one server: exact-match plus a rubric and a range judge score."""
     server.configure(
@@ -25,17 +40,7 @@ def judge_run_config(server, model_target, write_jsonl) -> dict:
             *({"match": q, "reply": a} for q, a in REPLIES.items()),
         ]
     )
-    judge = {
-        "type": "llm-judge",
-        "model": {"url": server.base_url, "name": "judge", "format": "openai"},
-        "prompt_template": {
-            "messages": [{"role": "user", "content": "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"}]
-        },
-        "scores": [
-            {"name": "quality", "rubric": [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]},
-            {"name": "confidence", "minimum": 1, "maximum": 5},
-        ],
-    }
+    judge = judge_metric({"url": server.base_url, "name": "judge", "format": "openai"})
     return {
         "dataset": {"path": str(write_jsonl(ROWS))},
         "target": model_target(),

@@ -15,7 +15,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from beameval.inference.classify import Failure, classify
 from beameval.inference.http_client import HttpClient, HttpReply
@@ -25,6 +25,17 @@ __all__ = ["BatchApiError", "BatchClient", "batch_endpoint"]
 
 #: The terminal statuses of a batch (OpenAI's life-cycle: validating -> in_progress -> finalizing -> completed).
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+class _Call(NamedTuple):
+    """One Files or Batches call: what ``_send`` makes, and ``what`` names in its error message."""
+
+    method: str
+    path: str
+    what: str
+    content: bytes | None = None
+    headers: Mapping[str, str] | None = None  # None: the endpoint's own headers
+    query: str = ""  # added to the model URL's query string
 
 
 class BatchApiError(Exception):
@@ -92,66 +103,51 @@ class BatchClient:
             )
         )
         headers = {**self._headers, "Content-Type": f"multipart/form-data; boundary={boundary}"}
-        reply = await self._call("POST", "/files", body, headers, "uploading the batch input file")
+        reply = await self._call(_Call("POST", "/files", "uploading the batch input file", body, headers))
         return str(reply["id"])
 
     async def create(self, file_id: str, endpoint: str, metadata: Mapping[str, str]) -> dict[str, Any]:
         """Create a batch over an uploaded file; return the batch object."""
         payload = {"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h", "metadata": metadata}
-        content = json.dumps(payload).encode()
         headers = {**self._headers, "Content-Type": "application/json"}
-        return await self._call("POST", "/batches", content, headers, "creating a batch")
+        return await self._call(_Call("POST", "/batches", "creating a batch", json.dumps(payload).encode(), headers))
 
     async def get(self, batch_id: str) -> dict[str, Any]:
         """The batch object: its ``status``, ``request_counts``, ``output_file_id``, ``error_file_id``."""
-        return await self._call("GET", f"/batches/{batch_id}", None, self._headers, f"polling batch {batch_id}")
+        return await self._call(_Call("GET", f"/batches/{batch_id}", f"polling batch {batch_id}"))
 
     async def recent(self) -> list[dict[str, Any]]:
         """The most recent batches (one page of 100), to find a batch whose creation was not recorded."""
-        reply = await self._call("GET", "/batches", None, self._headers, "listing batches", "limit=100")
+        reply = await self._call(_Call("GET", "/batches", "listing batches", query="limit=100"))
         data = reply.get("data")
         return [batch for batch in data if isinstance(batch, dict)] if isinstance(data, list) else []
 
     async def content(self, file_id: str) -> bytes:
         """The bytes of an output or error file."""
-        path = f"/files/{file_id}/content"
-        reply = await self._send("GET", path, None, self._headers, f"downloading file {file_id}", "")
+        reply = await self._send(_Call("GET", f"/files/{file_id}/content", f"downloading file {file_id}"))
         return reply.content
 
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        content: bytes | None,
-        headers: Mapping[str, str],
-        what: str,
-        extra_query: str = "",
-    ) -> dict[str, Any]:
-        reply = await self._send(method, path, content, headers, what, extra_query)
+    async def _call(self, call: _Call) -> dict[str, Any]:
+        """``_send``, for a call whose reply is a JSON object."""
+        reply = await self._send(call)
         try:
             data = json.loads(reply.content)
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            raise BatchApiError(f"{what}: the reply is not a JSON object", retryable=False)
+            raise BatchApiError(f"{call.what}: the reply is not a JSON object", retryable=False)
         return data
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        content: bytes | None,
-        headers: Mapping[str, str],
-        what: str,
-        extra_query: str,
-    ) -> HttpReply:
-        url = self._url(path, extra_query)
+    async def _send(self, call: _Call) -> HttpReply:
+        """Make one call, retrying what online mode would retry; a final failure raises ``BatchApiError``."""
+        url = self._url(call.path, call.query)
+        headers = self._headers if call.headers is None else call.headers
         attempt = 0
         while True:
             attempt += 1
             failure: Failure | None = None
             try:
-                reply = await self._http.request(method, url, content=content, headers=headers)
+                reply = await self._http.request(call.method, url, content=call.content, headers=headers)
             except Exception as exc:  # noqa: BLE001 - classified like an online call; cancellation propagates
                 failure = classify(exc, url=url, secrets=self._secrets)
             else:
@@ -161,7 +157,7 @@ class BatchClient:
                     reply.status_code, url=url, headers=reply.headers, body=reply.content, secrets=self._secrets
                 )
             if not failure.retryable or attempt > self._max_retries:
-                raise BatchApiError(f"{what}: {failure.message}", failure.retryable)
+                raise BatchApiError(f"{call.what}: {failure.message}", failure.retryable)
             await self._sleep(max(failure.retry_after or 0.0, min(2.0 ** (attempt - 1), 30.0)))
 
     def _url(self, path: str, extra_query: str) -> str:

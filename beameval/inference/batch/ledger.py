@@ -5,13 +5,19 @@ all or nothing (a torn file is skipped) and a remote file system shows each even
 it is closed; locally each file is fsync'd, and its folder too, before the run does
 anything else. File names sort in the order the events happened. Events:
 
-* ``uploaded``: ``{file_id, endpoint, requests: [[custom_id, key], ...]}``, written after
+* ``uploaded``: ``{file_id, endpoint, scope, requests: [[custom_id, key], ...]}``, written after
   ``POST /files`` and before ``POST /batches``, so a crash between the two leaves a file
   whose batch can be found again (by its ``input_file_id``) rather than paid twice;
 * ``created``: ``{batch_id, file_id}``, right after ``POST /batches`` answered;
 * ``finished``: ``{batch_id, status, ok: [custom_id...], failed: {custom_id: {status,
   retryable, error}}, prompt_tokens, completion_tokens}``, after the batch's answers are
   in the response journal (and synced): a finished batch is never collected again.
+
+Several endpoints of one run can be in batch mode (the target, and an LLM judge that
+scores its answers later): each is a ``scope`` (``target``, ``metric:<key>``) of the one
+record, named in its ``uploaded`` events, and a ledger reads and plans only its own scope's
+files and batches, so the target's run never polls or collects a judge's batch. (Events
+written before scopes existed have none: they are the target's.)
 
 ``LedgerState`` is what ``--resume`` plans from.
 """
@@ -28,13 +34,30 @@ from typing import Any
 
 from beameval.cache.files import Files, LocalFiles, is_remote
 
-__all__ = ["LEDGER_DIR", "BatchLedger", "FinishedBatch", "LedgerState", "LineFailure", "RequestId"]
+__all__ = [
+    "LEDGER_DIR",
+    "TARGET_SCOPE",
+    "BatchLedger",
+    "FinishedBatch",
+    "LedgerState",
+    "LineFailure",
+    "RequestId",
+    "metric_scope",
+]
 
 #: The ledger's folder inside the journal folder (``OUT_DIR/_responses``): not a journal shard (``*.jsonl``).
 LEDGER_DIR = "batches"
 
+#: The scope of the target model's batches (and of events recorded without a scope).
+TARGET_SCOPE = "target"
+
 #: ``(custom_id, response key)``: the same row and sample with a changed request is another request.
 RequestId = tuple[str, str]
+
+
+def metric_scope(metric_key: str) -> str:
+    """The scope of an endpoint metric's batches (an LLM judge's): ``metric:<key>``."""
+    return f"metric:{metric_key}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +86,8 @@ class LedgerState:
 
     Attributes:
         files: input file id -> its requests, in line order.
+        endpoints: input file id -> the batch endpoint it was uploaded for.
+        scopes: input file id -> the scope (endpoint of the run) it belongs to.
         batches: batch id -> its input file id, in creation order.
         finished: batch id -> how it ended (absent while it is live).
 
@@ -70,8 +95,21 @@ class LedgerState:
 
     files: dict[str, list[RequestId]] = field(default_factory=dict)
     endpoints: dict[str, str] = field(default_factory=dict)
+    scopes: dict[str, str] = field(default_factory=dict)
     batches: dict[str, str] = field(default_factory=dict)
     finished: dict[str, FinishedBatch] = field(default_factory=dict)
+
+    def scoped(self, scope: str) -> LedgerState:
+        """Only the files, batches and results of ``scope``."""
+        files = {f: requests for f, requests in self.files.items() if self.scopes.get(f) == scope}
+        batches = {b: f for b, f in self.batches.items() if f in files}
+        return LedgerState(
+            files,
+            {f: e for f, e in self.endpoints.items() if f in files},
+            {f: scope for f in files},
+            batches,
+            {b: done for b, done in self.finished.items() if b in batches},
+        )
 
     def live(self) -> list[str]:
         """The batches created and not yet collected."""
@@ -113,16 +151,20 @@ class BatchLedger:
     Args:
         directory: ``OUT_DIR/_responses/batches``.
         files: the file system (``LocalFiles`` for a local path).
+        scope: the endpoint whose batches this ledger writes and reads (``TARGET_SCOPE``,
+            ``metric_scope(key)``).
 
     """
 
-    def __init__(self, directory: str, files: Files | None = None) -> None:
+    def __init__(self, directory: str, files: Files | None = None, scope: str = TARGET_SCOPE) -> None:
         self.directory = directory
+        self.scope = scope
         self._files = files or LocalFiles()
         self._local = not is_remote(directory)
 
     def uploaded(self, file_id: str, endpoint: str, requests: Iterable[RequestId]) -> None:
-        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "requests": [list(r) for r in requests]})
+        listed = [list(r) for r in requests]
+        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "scope": self.scope, "requests": listed})
 
     def created(self, batch_id: str, file_id: str) -> None:
         self._write("created", {"batch_id": batch_id, "file_id": file_id})
@@ -144,7 +186,7 @@ class BatchLedger:
         )
 
     def load(self) -> LedgerState:
-        """Every event recorded so far, in order; unreadable (torn) files are skipped."""
+        """Every event of this ledger's scope recorded so far; unreadable (torn) files are skipped."""
         state = LedgerState()
         for path in self._files.match(self._files.join(self.directory, "*.json")):
             try:
@@ -153,7 +195,7 @@ class BatchLedger:
             except (OSError, ValueError):
                 continue
             _apply(state, event)
-        return state
+        return state.scoped(self.scope)
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}-{kind}.json"
@@ -184,6 +226,7 @@ def _apply(state: LedgerState, event: Any) -> None:
     if kind == "uploaded":
         state.files[event["file_id"]] = [(str(c), str(k)) for c, k in event["requests"]]
         state.endpoints[event["file_id"]] = str(event.get("endpoint", ""))
+        state.scopes[event["file_id"]] = str(event.get("scope", TARGET_SCOPE))
     elif kind == "created":
         state.batches[event["batch_id"]] = event["file_id"]
     elif kind == "finished":

@@ -30,9 +30,14 @@ __all__ = [
 _RETRYABLE_CODES = frozenset({"batch_expired", "batch_cancelled", "rate_limit_exceeded", "server_error", "timeout"})
 
 
-def custom_id(row_index: int, sample_index: int) -> str:
-    """The line's ``custom_id``: names the dataset row and the sample (``params.repeats``), e.g. ``row-17-sample-0``."""
-    return f"row-{row_index}-sample-{sample_index}"
+def custom_id(row_index: int, sample_index: int, metric_key: str | None = None) -> str:
+    """The line's ``custom_id``: names the dataset row and the sample (``params.repeats``), e.g. ``row-17-sample-0``.
+
+    A metric's request (an LLM judge's) starts with the metric key, ``llm-judge-row-17-sample-0``,
+    so it never reads as the target's request of that row.
+    """
+    row = f"row-{row_index}-sample-{sample_index}"
+    return row if metric_key is None else f"{metric_key}-{row}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,199 @@
+"""Batch mode for LLM judges: the judge requests left after the store and journal go, together, through a Batch API.
+
+It stands after ``CallMetricEndpoints`` (which sends only the online endpoints' calls) and
+before ``ScoreRows``, so a judge request answered by the store or the journal
+(``LookupMetricResponses``) is never put into a batch, and a target in batch mode has
+answered every row before the first judge request is built (two batch phases, one after
+the other, because the judge's step waits for every target answer):
+
+* ``KeyMetricBatchRequests`` builds each row's request for every judge in batch mode
+  exactly as online judging does (the metric's ``build_request``), keys it as online mode
+  keys it, and sends the row to wait for its replies; a row with nothing to ask passes on;
+* the requests are grouped per judge (with its ``collect_trigger``), so one
+  ``RunMetricBatches`` call sees all of a judge's requests and splits them into the fewest
+  batches (``transforms.batch.send_batches``, in the judge's own scope of
+  ``OUT_DIR/_responses/batches/``); each answer is parsed by the judge's handler into the
+  ``EndpointReply`` an online call makes, keyed by the row;
+* ``AttachReplies`` joins the replies to their rows on the row token.
+
+A request whose batch is still running gets an error reply; the driver sees the live batch
+in the submission record and exits 75 without publishing, as for the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from beameval.cache.key import response_key_from_content
+from beameval.config.endpoints import ModelTarget
+from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.redaction import Redactor
+from beameval.inference.answers import endpoint_reply
+from beameval.inference.batch.ledger import metric_scope
+from beameval.inference.batch.lines import BatchRequest, custom_id
+from beameval.inference.batch.runner import BatchOutcome
+from beameval.inference.classify import classify
+from beameval.inference.prepared import wire_bytes
+from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
+from transforms.batch import PENDING, BatchEndpoint, batch_metrics, by_url, collect_trigger, send_batches
+from transforms.metric_cache import row_token
+from transforms.metric_calls import build_metric_request
+
+__all__ = ["BatchMetricCalls"]
+
+#: One judge request: row index, sample index, row token, response key, body bytes.
+_Request = tuple[int, int, str, str, bytes]
+
+
+class KeyMetricBatchRequests(beam.DoFn):
+    """GeneratedRow -> the row, or ``(token, row)`` on ``waiting`` and ``(metric key, (url, request))`` on ``requests``.
+
+    A row waits when a judge in batch mode has a request to send for it; otherwise it passes on.
+    """
+
+    WAITING = "waiting"
+    REQUESTS = "requests"
+
+    def __init__(self, configs: Sequence[MetricConfig]) -> None:
+        self._configs = list(configs)
+
+    def setup(self) -> None:
+        self._metrics = batch_metrics(self._configs)
+
+    def process(self, row: GeneratedRow) -> Iterator[Any]:
+        if row.failure is not None or row.item is None:
+            yield row
+            return
+        replies = dict(row.metric_responses or {})  # the store's and journal's answers are already there
+        ctx = MetricContext(row.item, row.sample)
+        token = row_token(row)
+        requests = []
+        for key, metric in self._metrics:
+            if key in replies:
+                continue
+            prepared = build_metric_request(metric, ctx)
+            if isinstance(prepared, EndpointReply):  # the request cannot be built: the row fails in scoring
+                replies[key] = prepared
+                continue
+            content = wire_bytes(prepared)
+            response_key = response_key_from_content(  # the key online judging uses, so the answers interchange
+                prepared.url, content, row.sample_index, prepared.headers, metric.endpoint_handler().secrets
+            )
+            requests.append((key, (prepared.url, (row.row_index, row.sample_index, token, response_key, content))))
+        row = dataclasses.replace(row, metric_responses=replies) if replies else row
+        if not requests:
+            yield row
+            return
+        yield beam.pvalue.TaggedOutput(self.WAITING, (token, row))
+        for keyed in requests:
+            yield beam.pvalue.TaggedOutput(self.REQUESTS, keyed)
+
+
+class RunMetricBatches(beam.DoFn):
+    """``(metric key, [(url, request)])`` -> ``(token, (metric key, EndpointReply))`` per request."""
+
+    def __init__(self, configs: Sequence[MetricConfig], journal_dir: str, output: str) -> None:
+        self._configs = list(configs)
+        self._journal_dir = journal_dir
+        self._output = output
+
+    def setup(self) -> None:
+        self._endpoints = {key: _endpoint(key, metric) for key, metric in batch_metrics(self._configs)}
+
+    def process(self, keyed: tuple[str, Iterable[tuple[str, _Request] | None]]) -> Iterator[tuple[str, Any]]:
+        metric_key, grouped = keyed
+        endpoint = self._endpoints[metric_key]
+        for url, found in by_url(grouped, endpoint.model.url).items():
+            requests: list[_Request] = sorted(found)
+            ids = [custom_id(row, sample, metric_key) for row, sample, _, _, _ in requests]
+            batch = [BatchRequest(cid, key, content) for cid, (*_, key, content) in zip(ids, requests, strict=True)]
+            outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output)
+            for cid, (_, _, token, _, _) in zip(ids, requests, strict=True):
+                yield token, (metric_key, _reply(endpoint, outcomes[cid]))
+
+
+def _endpoint(key: str, metric: EndpointMetric[Any]) -> BatchEndpoint:
+    settings = metric.endpoint_settings
+    access = metric.endpoint_access
+    assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
+    return BatchEndpoint(
+        access,
+        metric.endpoint_handler(),
+        settings.max_retries,
+        settings.request_timeout,
+        metric_scope(key),
+        Redactor(access.secret_values()),
+    )
+
+
+def _reply(endpoint: BatchEndpoint, outcome: BatchOutcome) -> EndpointReply:
+    """The reply online judging would record for the same answer (or failure); ``attempts`` counts batches."""
+    attempts = outcome.submissions
+    if outcome.pending:
+        return EndpointReply(error=f"the judge request is {PENDING}", error_kind="endpoint", attempts=attempts)
+    if outcome.failure is not None:
+        failure = outcome.failure
+        kind = classify(failure.status).failure_class if failure.status is not None else "fatal"
+        return EndpointReply(
+            error=endpoint.redactor.text(failure.error),
+            error_kind="endpoint",
+            status=failure.status,
+            attempts=attempts,
+            failure_class=kind,
+        )
+    try:
+        sample = endpoint.handler.parse(200, outcome.body)
+    except Exception as exc:  # noqa: BLE001 - a reply that does not parse fails the call, as online
+        message = endpoint.redactor.text(classify(exc).message)
+        return EndpointReply(error=message, error_kind="endpoint", status=200, attempts=attempts, failure_class="fatal")
+    return endpoint_reply(sample, status=200, attempts=attempts)
+
+
+class _AttachReplies(beam.DoFn):
+    """``(token, {row, replies})`` -> the row with its judges' batch replies in ``metric_responses``."""
+
+    def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[GeneratedRow]:
+        _token, groups = joined
+        replies = dict(groups["replies"])
+        for row in groups["row"]:
+            yield dataclasses.replace(row, metric_responses={**(row.metric_responses or {}), **replies})
+
+
+class BatchMetricCalls(beam.PTransform):
+    """GeneratedRow -> the same rows, with the replies of every judge in batch mode.
+
+    Args:
+        configs: every metric config of the run, in config order.
+        journal_dir: ``OUT_DIR/_responses`` (the journal, and the submission record in it).
+        output: the run's output, named in each batch's metadata.
+    """
+
+    def __init__(self, configs: Sequence[MetricConfig], journal_dir: str, output: str) -> None:
+        super().__init__()
+        self._configs = list(configs)
+        self._journal_dir = journal_dir
+        self._output = output
+
+    def expand(self, rows: beam.PCollection[GeneratedRow]) -> beam.PCollection[GeneratedRow]:
+        keyed = rows | "KeyMetricBatchRequests" >> beam.ParDo(KeyMetricBatchRequests(self._configs)).with_outputs(
+            KeyMetricBatchRequests.WAITING, KeyMetricBatchRequests.REQUESTS, main="done"
+        )
+        trigger = collect_trigger(
+            rows.pipeline, [key for key, _ in batch_metrics(self._configs)], "CollectMetricTrigger"
+        )
+        replies = (
+            (keyed[KeyMetricBatchRequests.REQUESTS], trigger)
+            | "WithTrigger" >> beam.Flatten()
+            | "AllMetricRequests" >> beam.GroupByKey()
+            | "RunMetricBatches" >> beam.ParDo(RunMetricBatches(self._configs, self._journal_dir, self._output))
+        )
+        answered = (
+            {"row": keyed[KeyMetricBatchRequests.WAITING], "replies": replies}
+            | "JoinReplies" >> beam.CoGroupByKey()
+            | "AttachReplies" >> beam.ParDo(_AttachReplies())
+        )
+        return (keyed.done, answered) | "Rows" >> beam.Flatten()
