@@ -1,4 +1,4 @@
-"""The evaluation graph: read -> generate (or pass through) -> score -> write + summarise."""
+"""The evaluation graph: read -> render -> generate (or pass through) -> score -> write + summarise."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
+from transforms.render import RenderPrompts
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
@@ -76,6 +77,11 @@ def build_targets_graph(
 ) -> None:
     """Add a multi-target evaluation to ``pipeline``: read and render once, then one branch per target.
 
+    Every prompt is rendered once, before the fan-out (``transforms.render``), and each
+    branch builds its target's request bodies from the rendered prompts; targets cannot
+    differ in what a prompt depends on (``EvalConfig.for_target`` changes only ``target:``
+    and how requests are sent).
+
     Each branch is the single-target graph after the read (:func:`build_graph`'s own stages,
     under the target's name), with that target's config, journal, store shards and staging
     folder, so ``OUT_DIR/targets/NAME/`` is what a run of that target alone writes. Branches
@@ -115,8 +121,10 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
 
 
 def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
-    """The samples to evaluate: the rows as read, each K times with ``params.repeats``."""
+    """The samples to evaluate: the rows as read, their prompts rendered for the targets, K times each (repeats)."""
     rows = pipeline | "ReadRows" >> read
+    if config.target is not None or config.targets:  # once per row, whatever the number of targets and samples
+        rows = rows | "RenderPrompts" >> beam.ParDo(RenderPrompts(config.prompt_template))
     repeats = config.params.repeats
     # params.repeats: each row becomes K samples (sample_index 0..K-1) before anything is sent or looked up.
     return rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)

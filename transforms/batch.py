@@ -32,7 +32,6 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import ConfigError, EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.batch.client import BatchApiError, BatchClient, batch_endpoint
 from beameval.inference.batch.ledger import LEDGER_DIR, BatchLedger, LedgerState, LineFailure
@@ -93,7 +92,6 @@ class KeyBatchRequests(beam.DoFn):
         config = self._config
         assert config.target is not None
         self._handler = make_handler(config.target, config.params, None)  # builds requests only
-        self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
 
     def process(self, row: InputRow | GeneratedRow) -> Iterator[Any]:
         if isinstance(row, GeneratedRow):  # answered from the store or the journal
@@ -103,7 +101,7 @@ class KeyBatchRequests(beam.DoFn):
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
             return
         try:
-            prepared = target_request(self._prompt, self._handler, row)
+            prepared = target_request(self._handler, row)
             content = canonical_json(prepared.body)
         except (EvaluatorError, TypeError, ValueError) as exc:
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
