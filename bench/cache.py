@@ -82,7 +82,7 @@ def fill_store(path: Path, store: Path, config: dict[str, Any]) -> int:
     now = time.time()
     written, shard, lines = 0, 0, []
     for index, row in enumerate(table.to_pylist()):
-        key = prepared_key(target_request(handler, InputRow(index, row, prompt=render_prompt(prompt, row))))
+        key = prepared_key(target_request(handler, render_prompt(prompt, InputRow(index, row))))
         reply = {
             "id": f"bench-{index}",
             "object": "chat.completion",

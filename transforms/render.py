@@ -2,14 +2,16 @@
 
 Every target's stages (the store lookup, GenerateSamples, the Batch API stage) build their
 request from the carried ``InputRow.prompt`` (``beameval.core.prompt``) instead of
-rendering again: a multi-target run renders each row once, not once per target, and a
+rendering again: a multi-target run renders each row once, before the fan-out and before
+``params.repeats`` (the prompt depends on neither the target nor the sample), and a
 single-target run with a store no longer renders a row for its lookup and again to send
-it. It runs before ``params.repeats`` too (the prompt does not depend on the sample).
+it. A single-target run renders after the rows are spread over the workers
+(``pipeline.graph``): carrying a rendered prompt through a shuffle (pickled and read back)
+costs more CPU than rendering it, so one target gains nothing by carrying it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,9 +27,10 @@ __all__ = ["RenderPrompts"]
 
 
 class RenderPrompts(beam.DoFn):
-    """InputRow -> the same row with ``prompt`` set; unreadable rows pass unchanged (nothing to render).
+    """InputRow -> the same row with ``prompt`` (or ``prompt_error``) set; unreadable rows pass unchanged.
 
-    Counts ``prompts_rendered``: the template renders (failures included), once per row.
+    Counts ``prompts_rendered``: the template renders, failures included (once per row with ``targets:``,
+    once per sample in a single-target run).
     """
 
     def __init__(self, prompt_template: str | dict[str, Any] | None) -> None:
@@ -43,4 +46,4 @@ class RenderPrompts(beam.DoFn):
             return
         if self._template is not None:
             self._rendered.inc()
-        yield dataclasses.replace(row, prompt=render_prompt(self._template, row.item))
+        yield render_prompt(self._template, row)

@@ -15,7 +15,6 @@ __all__ = [
     "InferenceInfo",
     "InputRow",
     "Phase",
-    "RenderedPrompt",
     "RowFailure",
     "ScoredRow",
     "item_json",
@@ -46,21 +45,6 @@ class RowFailure:
         return "; ".join(self.messages)
 
 
-@dataclass(slots=True, frozen=True)
-class RenderedPrompt:
-    """A row's ``prompt_template``, rendered once for every target of the run (``transforms.render``).
-
-    Attributes:
-        value: what the template rendered (a request mapping or a completions string); the
-            row itself when there is no template (an agent's body template reads it).
-        error: the template's message when it failed on this row; every target's stages
-            fail the row with it, as if each had rendered it.
-    """
-
-    value: Any = None
-    error: str | None = None
-
-
 @dataclass(slots=True)
 class InputRow:
     """A dataset row with its stable position; ``item`` is None when it failed to parse."""
@@ -75,8 +59,11 @@ class InputRow:
     notes: list[str] = field(default_factory=list)
     #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
     request: str | None = None
-    #: The rendered prompt (``transforms.render.RenderPrompts``, before the targets' stages); None before it.
-    prompt: RenderedPrompt | None = None
+    #: What ``prompt_template`` rendered for the row (the row itself without a template), set once for every
+    #: target by ``transforms.render.RenderPrompts``; the targets build their requests from it.
+    prompt: Any = None
+    #: Why the template did not render for the row (then ``prompt`` is None): each target fails the row with it.
+    prompt_error: str | None = None
 
 
 @dataclass(slots=True)

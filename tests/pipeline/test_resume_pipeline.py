@@ -309,7 +309,7 @@ def test_every_key_input_misses_for_every_row(server, tmp_path):
             prepared_key(
                 target_request(
                     handler,
-                    InputRow(r.row_index, r.item, sample_index=sample_index, prompt=render_prompt(prompt, r.item)),
+                    render_prompt(prompt, InputRow(r.row_index, r.item, sample_index=sample_index)),
                 )
             )
             for r in rows
