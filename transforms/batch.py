@@ -111,7 +111,8 @@ class KeyBatchRequests(beam.DoFn):
             prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
         )  # the key online mode uses: a batch answer and an online answer are interchangeable in the store
         digest = request_hash_from_bytes(prepared.url, content)
-        row = dataclasses.replace(row, request=content.decode("utf-8"))
+        # One group holds every request of the run: the row keeps the body, not the prompt it was built from.
+        row = dataclasses.replace(row, request=content.decode("utf-8"), prompt=None)
         request = (custom_id(row.row_index, row.sample_index), key, digest, content, row)
         yield beam.pvalue.TaggedOutput(self.REQUESTS, (prepared.url, request))  # one group per endpoint URL
 
