@@ -5,8 +5,8 @@ request from the carried ``InputRow.prompt`` (``beameval.core.prompt``) instead 
 rendering again: a multi-target run renders each row once, before the fan-out and before
 ``params.repeats`` (the prompt depends on neither the target nor the sample), and a
 single-target run with a store no longer renders a row for its lookup and again to send
-it. A single-target run renders after the rows are spread over the workers
-(``pipeline.graph``): carrying a rendered prompt through a shuffle (pickled and read back)
+it. A single-target run without a store renders after the rows are spread over the
+workers (``pipeline.graph``): carrying a rendered prompt through a shuffle (pickled and read back)
 costs more CPU than rendering it, so one target gains nothing by carrying it.
 """
 
