@@ -66,6 +66,7 @@ def fill_store(path: Path, store: Path, config: dict[str, Any]) -> int:
     from beameval.cache.entry import encode_entry
     from beameval.cache.key import prepared_key
     from beameval.config.schema import parse_config
+    from beameval.core.prompt import render_prompt
     from beameval.core.records import InputRow
     from beameval.core.templates import Template
     from beameval.inference.targets import make_handler
@@ -81,7 +82,7 @@ def fill_store(path: Path, store: Path, config: dict[str, Any]) -> int:
     now = time.time()
     written, shard, lines = 0, 0, []
     for index, row in enumerate(table.to_pylist()):
-        key = prepared_key(target_request(prompt, handler, InputRow(index, row)))
+        key = prepared_key(target_request(handler, render_prompt(prompt, InputRow(index, row))))
         reply = {
             "id": f"bench-{index}",
             "object": "chat.completion",

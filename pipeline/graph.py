@@ -1,4 +1,4 @@
-"""The evaluation graph: read -> generate (or pass through) -> score -> write + summarise."""
+"""The evaluation graph: read -> render -> generate (or pass through) -> score -> write + summarise."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
+from transforms.render import RenderPrompts
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
@@ -77,6 +78,11 @@ def build_targets_graph(
 ) -> None:
     """Add a multi-target evaluation to ``pipeline``: read and render once, then one branch per target.
 
+    Every prompt is rendered once, before the fan-out (``transforms.render``), and each
+    branch builds its target's request bodies from the rendered prompts; targets cannot
+    differ in what a prompt depends on (``EvalConfig.for_target`` changes only ``target:``
+    and how requests are sent).
+
     Each branch is the single-target graph after the read (:func:`build_graph`'s own stages,
     under the target's name), with that target's config, journal, store shards and staging
     folder, so ``OUT_DIR/targets/NAME/`` is what a run of that target alone writes. Branches
@@ -112,12 +118,18 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
-        return _evaluate(fingerprints, samples, *self._args)
+        return _evaluate(fingerprints, samples, *self._args, rendered=True)
 
 
 def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
-    """The samples to evaluate: the rows as read, each K times with ``params.repeats``."""
+    """The samples to evaluate: the rows as read, each K times with ``params.repeats``.
+
+    With ``targets:`` each row's prompt is rendered here, once for every target and sample
+    (a single-target run renders in :func:`_to_send`, after the spread).
+    """
     rows = pipeline | "ReadRows" >> read
+    if config.targets:
+        rows = rows | "RenderPrompts" >> _render(config)
     repeats = config.params.repeats
     # params.repeats: each row becomes K samples (sample_index 0..K-1) before anything is sent or looked up.
     return rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
@@ -131,8 +143,12 @@ def _evaluate(
     run_id: str,
     stored_shards: Sequence[str] | None,
     stage: str | None,
+    rendered: bool = False,
 ) -> beam.PCollection:
-    """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows."""
+    """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows.
+
+    ``rendered``: the samples' prompts were rendered before (a multi-target run's fan-out).
+    """
     pipeline = samples.pipeline
     written = stage or output
     scorer = RowScorer(config.metrics, config.dataset.id_field)
@@ -140,13 +156,7 @@ def _evaluate(
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
     if config.target is not None:
-        # Spread rows over every worker before the slow stage: one file is read by one worker, but
-        # each worker process has its own `parallelism` requests in flight. The store's join spreads
-        # them too; the rows it answered pass through GenerateSamples unsent.
-        if stored is None:
-            to_send = samples | "SpreadRows" >> SpreadRows()
-        else:
-            to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
+        to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:
@@ -172,6 +182,28 @@ def _evaluate(
     summarize = SummarizeRun(scorer.score_names, config.statistics, config.params.repeats)
     _ = scored.rows | "SummarizeRun" >> summarize | "WriteSummary" >> WriteSummary(written)
     return scored.rows
+
+
+def _to_send(
+    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool
+) -> beam.PCollection:
+    """The samples on their way to the target: prompts rendered, spread over the workers or joined with the store.
+
+    Spread rows over every worker before the slow stage: one file is read by one worker, but
+    each worker process has its own `parallelism` requests in flight. The store's join spreads
+    them too; the rows it answered pass through GenerateSamples unsent. A single-target run
+    renders after the spread, so its prompts never cross that shuffle (a multi-target run
+    renders before its fan-out, ``rendered``: once for every target).
+    """
+    if stored is None:
+        spread = samples | "SpreadRows" >> SpreadRows()
+        return spread if rendered else spread | "RenderPrompts" >> _render(config)
+    keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
+    return keyed | "LookupResponses" >> LookupResponses(config, stored)
+
+
+def _render(config: EvalConfig) -> beam.ParDo:
+    return beam.ParDo(RenderPrompts(config.prompt_template))
 
 
 def _progress(

@@ -41,7 +41,6 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.batch.client import BatchApiError, BatchClient, batch_endpoint
 from beameval.inference.batch.ledger import (
@@ -219,7 +218,6 @@ class KeyBatchRequests(beam.DoFn):
         config = self._config
         assert config.target is not None
         self._handler = make_handler(config.target, config.params, None)  # builds requests only
-        self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
 
     def process(self, row: InputRow | GeneratedRow) -> Iterator[Any]:
         if isinstance(row, GeneratedRow):  # answered from the store or the journal
@@ -229,7 +227,7 @@ class KeyBatchRequests(beam.DoFn):
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
             return
         try:
-            prepared = target_request(self._prompt, self._handler, row)
+            prepared = target_request(self._handler, row)
             content = canonical_json(prepared.body)
         except (EvaluatorError, TypeError, ValueError) as exc:
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
@@ -239,7 +237,8 @@ class KeyBatchRequests(beam.DoFn):
             prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
         )  # the key online mode uses: a batch answer and an online answer are interchangeable in the store
         digest = request_hash_from_bytes(prepared.url, content)
-        row = dataclasses.replace(row, request=content.decode("utf-8"))
+        # One group holds every request of the run: the row keeps the body, not the prompt it was built from.
+        row = dataclasses.replace(row, request=content.decode("utf-8"), prompt=None)
         request = (custom_id(row.row_index, row.sample_index), key, digest, content, row)
         yield beam.pvalue.TaggedOutput(self.REQUESTS, (TARGET_SCOPE, (prepared.url, request)))  # one group
 

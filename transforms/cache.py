@@ -6,8 +6,8 @@ reads them once, sequentially, as batches of lines (only the key is sliced out o
 line; no response is decoded unless a row asks for it), and ``store_join.JoinStored``
 joins them with the rows' request keys in a bucketed hash join (one ``GroupByKey``):
 
-* target (here): ``KeyRequests`` renders each row's prompt and builds its request, exactly
-  as ``GenerateSamples`` would, and keys it; ``AnswerFromStore`` turns every row whose key
+* target (here): ``KeyRequests`` builds each row's request from its rendered prompt,
+  exactly as ``GenerateSamples`` does, and keys it; ``AnswerFromStore`` turns every row whose key
   has a usable stored response into a ``GeneratedRow`` marked ``cached`` and sends the
   rest on to ``GenerateSamples``;
 * metric calls (LLM judge, remote scorer): ``metric_cache.LookupMetricResponses``.
@@ -34,8 +34,8 @@ from beameval.cache.key import response_key_from_content
 from beameval.cache.recording import sample_from_stored
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
+from beameval.core.prompt import rendered_prompt
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow
-from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
@@ -91,16 +91,15 @@ def journal_for(directory: str) -> JournalWriter:
     return JournalWriter.shared(directory, files_for(directory))
 
 
-def target_request(prompt: Template | None, handler: TargetHandler, row: InputRow) -> PreparedRequest:
-    """Build a row's target request as ``GenerateSamples`` does: render the prompt, prepare, set the sample index.
+def target_request(handler: TargetHandler, row: InputRow) -> PreparedRequest:
+    """Build a row's target request as ``GenerateSamples`` does: prepare from the rendered prompt, set the sample index.
 
     Raises:
-        EvaluatorError: the prompt does not render or the handler refuses it.
+        EvaluatorError: the prompt did not render or the handler refuses it.
 
     """
     assert row.item is not None
-    rendered = prompt.render({**row.item, "item": row.item}) if prompt else row.item
-    prepared = handler.prepare(rendered, row.item)
+    prepared = handler.prepare(rendered_prompt(row), row.item)
     if row.sample_index:
         prepared = PreparedRequest(prepared.url, prepared.body, prepared.headers, row.sample_index)
     return prepared
@@ -137,20 +136,15 @@ class _TargetRequests(beam.DoFn):
 class KeyRequests(_TargetRequests):
     """InputRow -> ``(raw key, (request_hash, row))``.
 
-    A row with no request (it failed to read, its prompt does not render) gets the key
+    A row with no request (it failed to read, its prompt did not render) gets the key
     None, which no stored entry has, so it comes out of the join as a miss and
     ``GenerateSamples`` reports it as it always does: no second path is needed.
     """
 
-    def setup(self) -> None:
-        super().setup()
-        template = self._config.prompt_template
-        self._prompt = Template(template, "prompt_template") if template else None
-
     def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, InputRow]]]:
         if row.failure is None and row.item is not None:
             try:
-                prepared = target_request(self._prompt, self._handler, row)
+                prepared = target_request(self._handler, row)
                 key, digest = request_keys(prepared)
             except (EvaluatorError, TypeError, ValueError):  # GenerateSamples fails the row with the full message
                 pass

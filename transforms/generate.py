@@ -1,4 +1,7 @@
-"""GenerateSamples: render each row's prompt and call the target through the shared engine.
+"""GenerateSamples: build each row's request from its rendered prompt and call the target through the shared engine.
+
+The prompt was rendered once before the graph fans out to the targets
+(``transforms.render``); each target builds its own body from it here.
 
 The DoFn hands requests to the worker process's ``InferenceEngine`` (one event loop, one
 connection pool and one concurrency limit per process, shared by every DoFn instance and
@@ -27,9 +30,9 @@ from beameval.cache.key import prepared_key, response_key_from_content
 from beameval.cache.recording import RecordingHandler
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
+from beameval.core.prompt import rendered_prompt
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
-from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
@@ -64,7 +67,7 @@ def repeat_row(row: InputRow, repeats: int) -> Iterator[InputRow]:
 
 
 class GenerateSamples(beam.DoFn):
-    """Render the prompt, call the target, and emit a GeneratedRow per input row."""
+    """Build the request from the rendered prompt, call the target, and emit a GeneratedRow per input row."""
 
     def __init__(self, config: EvalConfig, run_id: str, journal_dir: str | None = None) -> None:
         self._config = config
@@ -75,7 +78,6 @@ class GenerateSamples(beam.DoFn):
         config = self._config
         assert config.target is not None, "GenerateSamples needs a target"
         self._handler = make_handler(config.target, config.params, config.target.api_key())
-        self._prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
         # The key is masked in what is recorded and in messages; answers are scored as received (see ScoreRows).
         self._redactor = Redactor(config.target.endpoint.secret_values())
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
@@ -123,7 +125,7 @@ class GenerateSamples(beam.DoFn):
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
             return
         try:
-            rendered = self._prompt.render({**row.item, "item": row.item}) if self._prompt else row.item
+            rendered = rendered_prompt(row)
             prepared = self._handler.prepare(rendered, row.item)
             learned = self._handler.learned  # read after prepare (a one-way switch): see _recording
             if row.sample_index:  # the sample index is part of the response key (caches keep samples apart)

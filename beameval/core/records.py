@@ -60,6 +60,11 @@ class InputRow:
     notes: list[str] = field(default_factory=list)
     #: The request body built for the row (see ``InferenceInfo.request``), carried while its call is in flight.
     request: str | None = None
+    #: What ``prompt_template`` rendered for the row (the row itself without a template), set once for every
+    #: target by ``transforms.render.RenderPrompts``; the targets build their requests from it.
+    prompt: Any = None
+    #: Why the template did not render for the row (then ``prompt`` is None): each target fails the row with it.
+    prompt_error: str | None = None
 
 
 @dataclass(slots=True)

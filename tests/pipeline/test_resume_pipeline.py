@@ -280,6 +280,7 @@ def test_every_key_input_misses_for_every_row(server, tmp_path):
     """The keys the pipeline's KeyRequests stage computes, for each change README "Resume and caching" names."""
     from beameval.cache.key import prepared_key
     from beameval.config.schema import parse_config
+    from beameval.core.prompt import render_prompt
     from beameval.core.records import InputRow
     from beameval.core.templates import Template
     from beameval.inference.targets import make_handler
@@ -305,7 +306,12 @@ def test_every_key_input_misses_for_every_row(server, tmp_path):
         handler = make_handler(config.target, config.params, None)
         prompt = Template(config.prompt_template, "prompt_template")
         return [
-            prepared_key(target_request(prompt, handler, InputRow(r.row_index, r.item, sample_index=sample_index)))
+            prepared_key(
+                target_request(
+                    handler,
+                    render_prompt(prompt, InputRow(r.row_index, r.item, sample_index=sample_index)),
+                )
+            )
             for r in rows
         ]
 
