@@ -8,6 +8,7 @@ from setuptools import find_packages, setup
 TEST = [
     "pytest>=8",
     "pytest-timeout>=2.3",
+    "pytest-xdist>=3.5",  # scripts/test.sh runs the suite on both cores (-n 2): most tests wait on a subprocess
     "ruff>=0.17,<0.18",
     "mypy>=1.10",
     "trustme>=1.0",
