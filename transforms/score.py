@@ -11,7 +11,6 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beameval.config.endpoints import TargetConfig
-from beameval.core.gc_tuning import tune_for_streaming
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure, ScoredRow, item_json
 from beameval.core.redaction import Redactor
 from beameval.core.sanitize import clean_text
@@ -20,6 +19,7 @@ from beameval.metrics.base import EndpointMetric, MetricConfig
 from transforms import NAMESPACE
 from transforms.generate import passthrough_offline
 from transforms.guard import guarded
+from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
 
@@ -60,7 +60,7 @@ class ScoreRows(beam.DoFn):
         self._from_input = from_input  # offline: rows arrive as read (InputRow) and pass through here
 
     def setup(self) -> None:
-        tune_for_streaming()  # every row of the run passes here, in whichever process runs this stage
+        freeze_startup_heap()  # every row of the run passes here, in whichever process runs this stage
         self._scorer = RowScorer(self._configs, self._id_field)
         # The target's, judges' and remote metrics' keys: masked in everything this stage emits, after scoring.
         endpoints = [metric.endpoint_access for _, metric in self._scorer.metrics if isinstance(metric, EndpointMetric)]

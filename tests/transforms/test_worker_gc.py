@@ -1,4 +1,4 @@
-"""``freeze_startup_heap``: what a worker holds at DoFn setup leaves the cyclic GC's scans, once per process."""
+"""``freeze_startup_heap``: what a worker holds at DoFn setup leaves the GC's scans, and collections are rare."""
 
 import subprocess
 import sys
@@ -8,14 +8,16 @@ from beameval.testserver.harness import PROJECT_ROOT
 _SCRIPT = """
 import gc
 import weakref
-from transforms.worker_gc import freeze_startup_heap
+from transforms.worker_gc import YOUNG_THRESHOLD, freeze_startup_heap
 
 class Node:
     pass
 
 cycle = Node(); cycle.self = cycle; ref = weakref.ref(cycle); del cycle
 assert gc.get_freeze_count() == 0
+assert gc.get_threshold()[0] == 700
 freeze_startup_heap()
+assert gc.get_threshold()[0] == YOUNG_THRESHOLD > 700  # a collection per 50,000 allocations, not per 700
 assert ref() is None                                   # garbage at setup was collected, not frozen for good
 frozen = gc.get_freeze_count()
 assert frozen > 1000, frozen                           # the interpreter's own objects, at least
