@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.schema import EvalConfig
+from beameval.core.records import InferenceInfo
 from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
@@ -38,6 +39,7 @@ def build_graph(
     run_id: str,
     stored_shards: Sequence[str] | None = None,
     stage: str | None = None,
+    answered: Mapping[str, InferenceInfo] | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -52,10 +54,12 @@ def build_graph(
             (``--resume``, ``cache:``); None sends every request.
         stage: where rows/, errors/ and the summaries are written until the run publishes
             them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
+        answered: the response keys the preflight's request answered, with its call
+            (``pipeline.first_answer.HandOff``): those rows count as this run's requests.
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage)
+    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, answered)
     _progress(pipeline, scored, run_id, read, limit)
 
 
@@ -69,6 +73,7 @@ class TargetBranch:
     run_id: str
     stored_shards: Sequence[str] | None
     stage: str
+    answered: Mapping[str, InferenceInfo] | None = None
 
 
 def build_targets_graph(
@@ -91,11 +96,7 @@ def build_targets_graph(
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = [
-        (read.fingerprints, samples)
-        | branch.name >> _Branch(branch.config, branch.output, branch.run_id, branch.stored_shards, branch.stage)
-        for branch in branches
-    ]
+    scored = [(read.fingerprints, samples) | branch.name >> _Branch(branch) for branch in branches]
     # One progress line for the run, counting the first target's rows (every target scores each row once).
     _progress(pipeline, scored[0], branches[0].run_id, read, limit)
 
@@ -103,15 +104,23 @@ def build_targets_graph(
 class _Branch(beam.PTransform):  # type: ignore[misc]
     """One target's stages, nested under its name so the labels of every branch are distinct."""
 
-    def __init__(
-        self, config: EvalConfig, output: str, run_id: str, stored_shards: Sequence[str] | None, stage: str
-    ) -> None:
+    def __init__(self, branch: TargetBranch) -> None:
         super().__init__()
-        self._args = (config, output, run_id, stored_shards, stage)
+        self._branch = branch
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
-        return _evaluate(fingerprints, samples, *self._args)
+        branch = self._branch
+        return _evaluate(
+            fingerprints,
+            samples,
+            branch.config,
+            branch.output,
+            branch.run_id,
+            branch.stored_shards,
+            branch.stage,
+            branch.answered,
+        )
 
 
 def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
@@ -130,6 +139,7 @@ def _evaluate(
     run_id: str,
     stored_shards: Sequence[str] | None,
     stage: str | None,
+    answered: Mapping[str, InferenceInfo] | None = None,
 ) -> beam.PCollection:
     """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows."""
     pipeline = samples.pipeline
@@ -145,7 +155,7 @@ def _evaluate(
         if stored is None:
             to_send = samples | "SpreadRows" >> SpreadRows()
         else:
-            to_send = samples | "LookupResponses" >> LookupResponses(config, stored)
+            to_send = samples | "LookupResponses" >> LookupResponses(config, stored, answered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:

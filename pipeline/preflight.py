@@ -2,7 +2,15 @@
 
 The dataset's first file must open and parse, the templates must render against its first
 row, and every endpoint the run calls (target, judges, remote metrics) must answer a free
-request through the run's own client. Nothing here sends a paid request.
+request through the run's own client. Then, last, the target gets the first row's request
+exactly as the run will send it (``beameval.inference.first_request``): a wrong path, a
+model the endpoint does not serve or a refused parameter stops the run here (exit 2),
+having cost one request, and its answer is returned for the run to record and use
+(``pipeline.first_answer``), so that row is not paid twice. It is not sent when the run
+can answer that row without sending (``--resume`` finds it in the journal, a readable
+response store holds it), on a dry run (nothing may be sent), or in batch mode (it would
+be paid at the full online price instead of the batch discount). Judges and remote
+metrics keep the free probe only: their request needs a model's answer first.
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,16 +42,22 @@ from beameval.core.formats import (
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
-from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.core.records import EndpointReply, GeneratedRow, InputRow
+from beameval.core.redaction import Redactor
+from beameval.core.sanitize import RowTooLarge, check_row
 from beameval.core.scoring import RowScorer
 from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
 from beameval.inference.classify import Failure, safe_url
+from beameval.inference.first_request import FirstAnswer, keyed, send_first_request
 from beameval.inference.probe import probe
-from beameval.inference.quota import check_shared_limits
+from beameval.inference.quota import EndpointQuota, check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
+from pipeline.first_answer import answered_in
+from transforms.batch import uses_batch_mode
+from transforms.cache import target_request
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -49,13 +65,26 @@ __all__ = ["FIRST_ROWS", "preflight"]
 FIRST_ROWS = 20
 
 
-def preflight(config: EvalConfig, paths: list[str]) -> None:
-    """Validate what can be validated without running the evaluation.
+def preflight(
+    config: EvalConfig, paths: list[str], *, send_first: bool = True, stored: Sequence[str] = ()
+) -> FirstAnswer | None:
+    """Validate what can be validated before the evaluation, then send the target the first row's request.
+
+    Args:
+        config: the run's (single-target) config.
+        paths: the dataset files, sorted.
+        send_first: whether the first row's request may be sent (not on a dry run).
+        stored: shards the run answers from (the journal on ``--resume``, a readable store):
+            when one holds the first row's answer, the request is not sent.
+
+    Returns:
+        The first row's answer, for ``pipeline.first_answer.hand_off``; None when nothing was sent.
 
     Raises:
         DatasetError: the first file cannot be read.
         TemplateError: a template fails on the first row (strict mode only; a warning otherwise).
-        EndpointError: an endpoint cannot be reached or refuses the credentials.
+        EndpointError: an endpoint cannot be reached or refuses the credentials, or the
+            first row's request gets no usable answer.
         ConfigError: an endpoint's key variable is not set.
     """
     rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
@@ -80,8 +109,13 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
             if not config.params.ignore_request_failure or isinstance(exc, TemplateBudgetError):
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(printable(f"warning: preflight: the first row fails: {exc}"), file=sys.stderr)
+            first = None  # its request would fail: nothing to learn from sending it
     _check_endpoints(config, scorer)
     check_shared_limits(config)  # every rate_limit.shared Redis answers
+    # Last, once every free check has passed: the one request that costs.
+    if send_first and first is not None and config.target is not None and not uses_batch_mode(config):
+        return _first_answer(config, first, stored)
+    return None
 
 
 def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:
@@ -126,8 +160,7 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
     endpoints: list[tuple[str, EndpointAccess, TargetHandler]] = []
     if config.target is not None:
         endpoint = config.target.endpoint
-        name = "target.model" if config.target.model is not None else "target.agent"
-        endpoints.append((name, endpoint, make_handler(config.target, config.params, endpoint.api_key())))
+        endpoints.append((_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key())))
     for key, metric in scorer.metrics:
         if isinstance(metric, EndpointMetric):
             endpoints.append((f"metric '{key}'", metric.endpoint_access, metric.endpoint_handler()))
@@ -137,6 +170,63 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
         if handler.endpoint_key not in seen:
             seen.add(handler.endpoint_key)
             asyncio.run(_check_answers(where, access, handler))
+
+
+def _first_answer(config: EvalConfig, item: dict[str, Any], stored: Sequence[str]) -> FirstAnswer | None:
+    """Send the first row's request, built as the run builds it; its answer, or None when it is not sent."""
+    target = config.target
+    assert target is not None
+    try:
+        checked, _notes = check_row(item)  # the row as the run reads it
+    except RowTooLarge:
+        return None  # the run fails that row as it reads it
+    handler = make_handler(target, config.params, target.api_key())
+    prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
+    try:
+        request = keyed(handler, target_request(prompt, handler, InputRow(0, checked)))
+    except EvaluatorError:  # the lenient warning above said why; the run fails that row
+        return None
+    if request is None:
+        return None
+    prepared, key = request
+    if stored and answered_in(stored, key, handler):
+        return None  # the run answers that row from the journal or the store
+    where = _where(config)
+    endpoint = target.endpoint
+    quota = EndpointQuota.of(endpoint, config.params, f"preflight-{uuid.uuid4().hex}")
+    model = target.model.name if target.model is not None else None
+    sending = send_first_request(
+        handler,
+        prepared,
+        key,
+        where=where,
+        model=model,
+        params=config.params,
+        quota=quota,
+        redactor=Redactor(endpoint.secret_values()),
+    )
+    try:
+        result = asyncio.run(sending)
+    except EndpointError as exc:
+        if exc.status in (401, 403):
+            raise _rejected(prepared.url, exc.status, where, endpoint) from None
+        raise
+    if result.warning is not None:
+        print(printable(f"warning: {result.warning}"), file=sys.stderr)
+    return result.answer
+
+
+def _where(config: EvalConfig) -> str:
+    assert config.target is not None
+    return "target.model" if config.target.model is not None else "target.agent"
+
+
+def _rejected(url: str, status: int, where: str, access: EndpointAccess) -> EndpointError:
+    """The endpoint refused the credentials (HTTP 401 or 403): which key to check."""
+    key_env = access.api_key_env
+    holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
+    message = f"preflight: {safe_url(url)} rejected the credentials (HTTP {status})."
+    return EndpointError(message, hint=f"Check {holder}.")
 
 
 def _check_key(where: str, access: EndpointAccess) -> None:
@@ -170,12 +260,7 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
             hint="Start the server or fix the URL; pass --skip_preflight if it is only reachable from the workers.",
         )
     if result.status in (401, 403):
-        key_env = access.api_key_env
-        holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
-        raise EndpointError(
-            f"preflight: {safe_url(url)} rejected the credentials (HTTP {result.status}).",
-            hint=f"Check {holder}.",
-        )
+        raise _rejected(url, result.status, where, access)
     if result.failure is not None:
         print(
             printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"),

@@ -20,7 +20,7 @@ with it, the memory per bucket by a few bytes an entry).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 import apache_beam as beam
@@ -156,11 +156,14 @@ class KeyRequests(beam.DoFn):
 class AnswerFromStore(beam.DoFn):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
-    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows.
+    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A reply
+    this run's preflight received (its key in ``answered``) is this run's request, not a
+    cache hit: the row carries the preflight's call (attempts, latency) and counts in usage.
     """
 
-    def __init__(self, config: EvalConfig) -> None:
+    def __init__(self, config: EvalConfig, answered: Mapping[str, InferenceInfo] | None = None) -> None:
         self._config = config
+        self._answered = dict(answered or {})
 
     def setup(self) -> None:
         config = self._config
@@ -178,8 +181,11 @@ class AnswerFromStore(beam.DoFn):
             self._misses.inc()
             yield row
             return
-        self._hits.inc()
-        info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
+        assert stored is not None
+        info = self._answered.get(stored.key)
+        if info is None:
+            self._hits.inc()
+            info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
         yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
@@ -189,12 +195,16 @@ class LookupResponses(beam.PTransform):
     Args:
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
+        answered: the keys this run's preflight answered, with its call (``AnswerFromStore``).
     """
 
-    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any]) -> None:
+    def __init__(
+        self, config: EvalConfig, stored: beam.PCollection[Any], answered: Mapping[str, InferenceInfo] | None = None
+    ) -> None:
         super().__init__()
         self._config = config
         self._stored = stored
+        self._answered = answered
 
     def expand(self, rows: beam.PCollection[InputRow]) -> beam.PCollection[Any]:
         return (
@@ -202,5 +212,5 @@ class LookupResponses(beam.PTransform):
             | "KeyRequests" >> beam.ParDo(KeyRequests(self._config))
             | "Batch" >> beam.ParDo(BatchByBucket())
             | "JoinResponses" >> JoinStored(self._stored)
-            | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config))
+            | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config, self._answered))
         )

@@ -1,0 +1,98 @@
+"""The preflight's answer handed to the run: recorded in the journal, answered from it, counted once.
+
+The preflight (``pipeline.preflight``) sends the first row's request before OUT_DIR is
+prepared (a run it stops leaves OUT_DIR as it was), so it keeps the answer in memory
+(``beameval.inference.first_request.FirstAnswer``). Once ``prepare_output`` has made
+OUT_DIR ready, ``hand_off`` writes it into the journal, ``OUT_DIR/_responses/``, as a
+shard of its own holding the entry ``GenerateSamples`` would have written; the run reads
+that shard (``pipeline.cache.lookup_shards``: a fresh run reads only the shards its
+preflight wrote, never an older journal) and ``transforms.cache.AnswerFromStore``
+answers the row from it. The row was paid for by this run, so it is no cache hit: it
+carries the preflight's attempts and latency (``HandOff.answered``) and counts in
+``usage`` as one request with its tokens, and its tokens and dollars come off the budget
+the workers get (``HandOff.spent_after``). A ``--resume`` finds the answer in the journal
+like any other (``answered_in``), so the preflight does not send it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from beameval.cache.entry import decode_entry, iter_lines, line_key
+from beameval.cache.journal import JOURNAL_DIR, JournalWriter
+from beameval.cache.recording import sample_from_stored
+from beameval.config.cache import StoreUse
+from beameval.config.schema import EvalConfig
+from beameval.core.records import InferenceInfo
+from beameval.inference.first_request import FirstAnswer
+from beameval.inference.targets.base import TargetHandler
+from pipeline.cache import lookup_shards
+from pipeline.options import EvalOptions
+from pipeline.output_dir import refuse_earlier_outputs
+from transforms.cache import files_for
+
+__all__ = ["HandOff", "answered_in", "first_request_shards", "hand_off"]
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """What the run takes from its preflight: the journal shards written, the rows they answer, what they cost.
+
+    Attributes:
+        shards: the journal shards holding the preflight's answers (read by a fresh run).
+        answered: response key -> the call as the preflight made it (attempts, latency,
+            status), for the row that key answers.
+        tokens: the tokens the answers used.
+        usd: their cost.
+    """
+
+    shards: list[str] = field(default_factory=list)
+    answered: dict[str, InferenceInfo] = field(default_factory=dict)
+    tokens: float = 0.0
+    usd: float = 0.0
+
+    def spent_after(self, spent: tuple[float, float]) -> tuple[float, float]:
+        """``spent`` (tokens, dollars of earlier invocations) plus the preflight's: what the workers' budget lacks."""
+        return spent[0] + self.tokens, spent[1] + self.usd
+
+
+def first_request_shards(config: EvalConfig, output: str, flags: EvalOptions, use: StoreUse) -> list[str]:
+    """Before the preflight sends: refuse an OUT_DIR the run would refuse, and list where its answer may be already.
+
+    Raises:
+        OutputError: ``output`` holds outputs and neither ``--overwrite`` nor ``--resume``
+            is set (the request would be paid for a run that cannot start).
+    """
+    refuse_earlier_outputs(output, flags.overwrite, flags.resume)
+    return lookup_shards(config, output, use, flags.resume) or []
+
+
+def hand_off(answer: FirstAnswer | None, output: str) -> HandOff:
+    """Record the preflight's answer in ``output``'s journal (prepared by now); nothing when there is none."""
+    if answer is None:
+        return HandOff()
+    journal = f"{output.rstrip('/')}/{JOURNAL_DIR}"
+    writer = JournalWriter(journal, files_for(journal), flush_interval=0)  # its own shard, closed at once
+    writer.record(answer.key, answer.response, answer.model)
+    writer.close()
+    info = InferenceInfo(answer.latency_s, answer.attempts, answer.status, request_hash=answer.request_hash)
+    return HandOff(list(writer.shards), {answer.key: info}, float(answer.tokens), answer.usd)
+
+
+def answered_in(shards: Sequence[str], key: str, handler: TargetHandler) -> bool:
+    """Whether one of ``shards`` (the journal on ``--resume``, a readable store) holds a usable answer to ``key``.
+
+    Read in the driver, one shard after another until a copy that parses is found: the
+    run would answer that row from it, so the preflight must not pay for it again.
+    """
+    for path in shards:
+        try:
+            stream = files_for(path).open(path)
+        except Exception:  # noqa: BLE001 - a shard compacted away since it was listed: its entries moved on
+            continue
+        with stream:
+            for line in iter_lines(stream):
+                if line_key(line) == key and sample_from_stored(handler, decode_entry(line)) is not None:
+                    return True
+    return False
