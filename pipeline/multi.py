@@ -67,11 +67,12 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     configs = {target.name: config.for_target(target) for target in config.targets}
     dry_run = bool(options.view_as(TestOptions).dry_run)
     store = run_store_use(config, flags)
+    run_ids = {name: uuid.uuid4().hex for name in configs}  # each target is a run of its own
     firsts = {}  # each target's answer to the first row's request, sent by its preflight
     if not flags.skip_preflight:
         for name, single in configs.items():
             stored = () if dry_run else first_request_shards(single, target_dir(flags.output, name), flags, store)
-            firsts[name] = preflight(single, paths, send_first=not dry_run, stored=stored)
+            firsts[name] = preflight(single, paths, job=run_ids[name], send_first=not dry_run, stored=stored)
     if not dry_run:
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
@@ -79,7 +80,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
             prepare_output(target_dir(flags.output, name), flags.overwrite, resume=flags.resume)
     branches, spent = [], {}
     for name, single in configs.items():
-        directory, run_id = target_dir(flags.output, name), uuid.uuid4().hex  # each target is a run of its own
+        directory, run_id = target_dir(flags.output, name), run_ids[name]
         handed = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
         spent[name] = spent_before(directory) if flags.resume and not dry_run else (0.0, 0.0)
         shards = None if dry_run else lookup_shards(single, directory, store, flags.resume, handed.shards)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import uuid
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,13 +65,14 @@ FIRST_ROWS = 20
 
 
 def preflight(
-    config: EvalConfig, paths: list[str], *, send_first: bool = True, stored: Sequence[str] = ()
+    config: EvalConfig, paths: list[str], *, job: str, send_first: bool = True, stored: Sequence[str] = ()
 ) -> FirstAnswer | None:
     """Validate what can be validated before the evaluation, then send the target the first row's request.
 
     Args:
         config: the run's (single-target) config.
         paths: the dataset files, sorted.
+        job: the run's id: the first request draws from the run's shared rate limit (``rate_limit.shared``).
         send_first: whether the first row's request may be sent (not on a dry run).
         stored: shards the run answers from (the journal on ``--resume``, a readable store):
             when one holds the first row's answer, the request is not sent.
@@ -114,7 +114,7 @@ def preflight(
     check_shared_limits(config)  # every rate_limit.shared Redis answers
     # Last, once every free check has passed: the one request that costs.
     if send_first and first is not None and config.target is not None and not uses_batch_mode(config):
-        return _first_answer(config, first, stored)
+        return _first_answer(config, first, stored, job)
     return None
 
 
@@ -172,7 +172,7 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
             asyncio.run(_check_answers(where, access, handler))
 
 
-def _first_answer(config: EvalConfig, item: dict[str, Any], stored: Sequence[str]) -> FirstAnswer | None:
+def _first_answer(config: EvalConfig, item: dict[str, Any], stored: Sequence[str], job: str) -> FirstAnswer | None:
     """Send the first row's request, built as the run builds it; its answer, or None when it is not sent."""
     target = config.target
     assert target is not None
@@ -193,7 +193,7 @@ def _first_answer(config: EvalConfig, item: dict[str, Any], stored: Sequence[str
         return None  # the run answers that row from the journal or the store
     where = _where(config)
     endpoint = target.endpoint
-    quota = EndpointQuota.of(endpoint, config.params, f"preflight-{uuid.uuid4().hex}")
+    quota = EndpointQuota.of(endpoint, config.params, job)
     model = target.model.name if target.model is not None else None
     sending = send_first_request(
         handler,

@@ -93,7 +93,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     first = None
     if not flags.skip_preflight:  # a dry run sends nothing paid, and reads nothing of OUT_DIR
         stored = () if dry_run else first_request_shards(config, flags.output, flags, store)
-        first = preflight(config, paths, send_first=not dry_run, stored=stored)
+        first = preflight(config, paths, job=run_id, send_first=not dry_run, stored=stored)
     handed = HandOff()
     if not dry_run:
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it

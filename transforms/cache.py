@@ -171,6 +171,9 @@ class AnswerFromStore(beam.DoFn):
         self._handler = make_handler(config.target, config.params, None)  # builds and parses only: no key needed
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
+        # The preflight's request, counted where its row is answered (GenerateSamples counts the others).
+        self._requests = Metrics.counter(NAMESPACE, "requests")
+        self._retries = Metrics.counter(NAMESPACE, "retries")
 
     def process(
         self, joined: tuple[tuple[str | None, InputRow], StoredResponse | None]
@@ -186,6 +189,9 @@ class AnswerFromStore(beam.DoFn):
         if info is None:
             self._hits.inc()
             info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
+        else:
+            self._requests.inc()
+            self._retries.inc((info.attempts or 1) - 1)
         yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
