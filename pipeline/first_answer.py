@@ -1,8 +1,10 @@
-"""The preflight's answer handed to the run: recorded in the journal, answered from it, counted once.
+"""The preflight's real request and its answer handed to the run: recorded in the journal, used, counted once.
 
-The preflight (``pipeline.preflight``) sends the first row's request before OUT_DIR is
-prepared (a run it stops leaves OUT_DIR as it was), so it keeps the answer in memory
-(``beameval.inference.first_request.FirstAnswer``). Once ``prepare_output`` has made
+``first_answer`` builds the first row's request with the run's own code (``check_row``,
+``transforms.cache.target_request``, the key ``GenerateSamples`` gives it) and sends it
+(``beameval.inference.first_request``), unless the journal (``--resume``) or a readable
+store already answers it (``answered_in``). The preflight runs before OUT_DIR is prepared
+(a run it stops leaves OUT_DIR as it was), so the answer is kept in memory. Once ``prepare_output`` has made
 OUT_DIR ready, ``hand_off`` writes it into the journal, ``OUT_DIR/_responses/``, as a
 shard of its own holding the entry ``GenerateSamples`` would have written; the run reads
 that shard (``pipeline.cache.lookup_shards``: a fresh run reads only the shards its
@@ -16,23 +18,31 @@ like any other (``answered_in``), so the preflight does not send it again.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from beameval.cache.entry import decode_entry, iter_lines, line_key
 from beameval.cache.journal import JOURNAL_DIR, JournalWriter
 from beameval.cache.recording import sample_from_stored
 from beameval.config.cache import StoreUse
 from beameval.config.schema import EvalConfig
-from beameval.core.records import InferenceInfo
-from beameval.inference.first_request import FirstAnswer
+from beameval.core.console import printable
+from beameval.core.errors import EvaluatorError
+from beameval.core.records import InferenceInfo, InputRow
+from beameval.core.sanitize import RowTooLarge, check_row
+from beameval.core.templates import Template
+from beameval.inference.first_request import FirstAnswer, keyed, send_first_request
+from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
-from transforms.cache import files_for
+from transforms.cache import files_for, target_request
 
-__all__ = ["HandOff", "answered_in", "first_request_shards", "hand_off"]
+__all__ = ["HandOff", "answered_in", "first_answer", "first_request_shards", "hand_off"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,48 @@ class HandOff:
     def spent_after(self, spent: tuple[float, float]) -> tuple[float, float]:
         """``spent`` (tokens, dollars of earlier invocations) plus the preflight's: what the workers' budget lacks."""
         return spent[0] + self.tokens, spent[1] + self.usd
+
+
+def first_answer(
+    config: EvalConfig, item: dict[str, Any], *, where: str, stored: Sequence[str], job: str
+) -> FirstAnswer | None:
+    """Send the target the first row's request, built as the run builds it; its answer, or None when not sent.
+
+    Args:
+        config: the run's (single-target) config.
+        item: the first row as read.
+        where: the target's config path, for messages (``target.model``).
+        stored: shards the run answers from (``first_request_shards``).
+        job: the run's id.
+
+    Raises:
+        EndpointError: no usable answer (``send_first_request``).
+    """
+    target = config.target
+    assert target is not None
+    try:
+        checked, _notes = check_row(item)  # the row as the run reads it
+    except RowTooLarge:
+        return None  # the run fails that row as it reads it
+    handler = make_handler(target, config.params, target.api_key())
+    prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
+    try:
+        request = keyed(handler, target_request(prompt, handler, InputRow(0, checked)))
+    except EvaluatorError:  # the run fails that row, saying why
+        return None
+    if request is None:
+        return None
+    prepared, key = request
+    if stored and answered_in(stored, key, handler):
+        return None  # the run answers that row from the journal or the store
+    model = target.model.name if target.model is not None else None
+    sending = send_first_request(
+        handler, prepared, key, where=where, model=model, access=target.endpoint, params=config.params, job=job
+    )
+    result = asyncio.run(sending)
+    if result.warning is not None:
+        print(printable(f"warning: {result.warning}"), file=sys.stderr)
+    return result.answer
 
 
 def first_request_shards(config: EvalConfig, output: str, flags: EvalOptions, use: StoreUse) -> list[str]:

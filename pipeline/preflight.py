@@ -41,22 +41,19 @@ from beameval.core.formats import (
     parquet_row_group_sizes,
     read_parquet_row_group,
 )
-from beameval.core.records import EndpointReply, GeneratedRow, InputRow
-from beameval.core.redaction import Redactor
-from beameval.core.sanitize import RowTooLarge, check_row
+from beameval.core.records import EndpointReply, GeneratedRow
 from beameval.core.scoring import RowScorer
 from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
-from beameval.inference.classify import Failure, safe_url
-from beameval.inference.first_request import FirstAnswer, keyed, send_first_request
+from beameval.inference.classify import Failure
+from beameval.inference.first_request import FirstAnswer, rejected_credentials
 from beameval.inference.probe import probe
-from beameval.inference.quota import EndpointQuota, check_shared_limits
+from beameval.inference.quota import check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
-from pipeline.first_answer import answered_in
+from pipeline.first_answer import first_answer
 from transforms.batch import uses_batch_mode
-from transforms.cache import target_request
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -114,7 +111,7 @@ def preflight(
     check_shared_limits(config)  # every rate_limit.shared Redis answers
     # Last, once every free check has passed: the one request that costs.
     if send_first and first is not None and config.target is not None and not uses_batch_mode(config):
-        return _first_answer(config, first, stored, job)
+        return first_answer(config, first, where=_where(config), stored=stored, job=job)
     return None
 
 
@@ -172,61 +169,9 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
             asyncio.run(_check_answers(where, access, handler))
 
 
-def _first_answer(config: EvalConfig, item: dict[str, Any], stored: Sequence[str], job: str) -> FirstAnswer | None:
-    """Send the first row's request, built as the run builds it; its answer, or None when it is not sent."""
-    target = config.target
-    assert target is not None
-    try:
-        checked, _notes = check_row(item)  # the row as the run reads it
-    except RowTooLarge:
-        return None  # the run fails that row as it reads it
-    handler = make_handler(target, config.params, target.api_key())
-    prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
-    try:
-        request = keyed(handler, target_request(prompt, handler, InputRow(0, checked)))
-    except EvaluatorError:  # the lenient warning above said why; the run fails that row
-        return None
-    if request is None:
-        return None
-    prepared, key = request
-    if stored and answered_in(stored, key, handler):
-        return None  # the run answers that row from the journal or the store
-    where = _where(config)
-    endpoint = target.endpoint
-    quota = EndpointQuota.of(endpoint, config.params, job)
-    model = target.model.name if target.model is not None else None
-    sending = send_first_request(
-        handler,
-        prepared,
-        key,
-        where=where,
-        model=model,
-        params=config.params,
-        quota=quota,
-        redactor=Redactor(endpoint.secret_values()),
-    )
-    try:
-        result = asyncio.run(sending)
-    except EndpointError as exc:
-        if exc.status in (401, 403):
-            raise _rejected(prepared.url, exc.status, where, endpoint) from None
-        raise
-    if result.warning is not None:
-        print(printable(f"warning: {result.warning}"), file=sys.stderr)
-    return result.answer
-
-
 def _where(config: EvalConfig) -> str:
     assert config.target is not None
     return "target.model" if config.target.model is not None else "target.agent"
-
-
-def _rejected(url: str, status: int, where: str, access: EndpointAccess) -> EndpointError:
-    """The endpoint refused the credentials (HTTP 401 or 403): which key to check."""
-    key_env = access.api_key_env
-    holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
-    message = f"preflight: {safe_url(url)} rejected the credentials (HTTP {status})."
-    return EndpointError(message, hint=f"Check {holder}.")
 
 
 def _check_key(where: str, access: EndpointAccess) -> None:
@@ -260,7 +205,7 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
             hint="Start the server or fix the URL; pass --skip_preflight if it is only reachable from the workers.",
         )
     if result.status in (401, 403):
-        raise _rejected(url, result.status, where, access)
+        raise rejected_credentials(url, result.status, where, access)
     if result.failure is not None:
         print(
             printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"),

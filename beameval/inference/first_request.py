@@ -35,6 +35,7 @@ from typing import Any
 
 from beameval.cache.key import prepared_key
 from beameval.cache.recording import RecordingHandler
+from beameval.config.access import EndpointAccess
 from beameval.config.params import Params
 from beameval.core.errors import EndpointError
 from beameval.core.redaction import Redactor
@@ -50,7 +51,7 @@ from beameval.inference.quota import EndpointQuota
 from beameval.inference.retry import RetryPolicy, call_with_retries
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["WAIT_DEADLINE_S", "FirstAnswer", "FirstResult", "keyed", "send_first_request"]
+__all__ = ["WAIT_DEADLINE_S", "FirstAnswer", "FirstResult", "keyed", "rejected_credentials", "send_first_request"]
 
 #: The most the waits between the preflight's attempts may add up to, in seconds.
 WAIT_DEADLINE_S = 15.0
@@ -125,9 +126,9 @@ async def send_first_request(
     *,
     where: str,
     model: str | None,
+    access: EndpointAccess,
     params: Params,
-    quota: EndpointQuota,
-    redactor: Redactor,
+    job: str,
     rng: RandomSource | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> FirstResult:
@@ -139,9 +140,10 @@ async def send_first_request(
         key: its ``response_key`` (``keyed``).
         where: the config path of the target for messages (``target.model``).
         model: the model name, stored with the answer.
-        params: the run's parameters (timeout, retries, longest wait).
-        quota: the endpoint's rate limit, pricing and the run's budget.
-        redactor: masks the endpoint's keys in the kept reply.
+        access: the endpoint's config (its rate limit, pricing, key variable; its keys are
+            masked in the kept reply).
+        params: the run's parameters (timeout, retries, longest wait, budget).
+        job: the run's id: the request draws from the run's shared rate limit.
         rng: jitter for the back-off.
         clock: a monotonic clock in seconds, for the deadline.
 
@@ -152,6 +154,7 @@ async def send_first_request(
     Raises:
         EndpointError: any other failure; its ``status`` is the last HTTP status.
     """
+    quota = EndpointQuota.of(access, params, job)
     kept = _Kept()
     end = clock() + WAIT_DEADLINE_S
 
@@ -171,7 +174,7 @@ async def send_first_request(
         max_response_bytes=handler.max_response_bytes,
     )
     pacer = Pacer(quota, handler.endpoint_key)
-    recording = RecordingHandler(handler, kept, key, model, redactor)
+    recording = RecordingHandler(handler, kept, key, model, Redactor(access.secret_values()))
     try:
         outcome = await call_with_retries(
             client, AdaptiveLimiter(1), recording, prepared, policy, client_headers=handler.headers, pacer=pacer
@@ -188,6 +191,8 @@ async def send_first_request(
         return FirstResult(None)
     if error.failure_class in _OVERLOAD:
         return FirstResult(None, _overloaded(where, f"({error.message})"))
+    if error.status in (401, 403):
+        raise rejected_credentials(prepared.url, error.status, where, access)
     url = safe_url(prepared.url)
     raise EndpointError(
         f"preflight: the first row's request to the {where} endpoint (POST {url}) got no usable answer: "
@@ -196,6 +201,15 @@ async def send_first_request(
         failure_class=error.failure_class,
         attempts=error.attempts,
         hint=_hint(error.status, where, url, model),
+    )
+
+
+def rejected_credentials(url: str, status: int, where: str, access: EndpointAccess) -> EndpointError:
+    """The preflight's message for an endpoint that refused the credentials (HTTP 401 or 403): which key to check."""
+    key_env = access.api_key_env
+    holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
+    return EndpointError(
+        f"preflight: {safe_url(url)} rejected the credentials (HTTP {status}).", status=status, hint=f"Check {holder}."
     )
 
 
