@@ -228,3 +228,23 @@ def test_a_wrong_path_on_the_second_target_stops_a_multi_target_run(
     assert f"POST {clean_server.root_url}/v2/chat/completions" in result.stderr
     assert clean_server.stats()["not_found"]["POST /v2/chat/completions"] == 1
     assert not (result.output / "targets").exists()
+
+
+def test_with_repeats_the_preflight_answers_the_first_sample(clean_server, model_target, write_jsonl, run_eval) -> None:
+    config = config_for(write_jsonl(DATA[:10]), model_target(), repeats=3, inference={"temperature": 0.7})
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    assert clean_server.stats()["per_prompt"] == {row["question"]: 3 for row in DATA[:10]}  # each sample once
+    assert result.results["usage"]["requests"] == 30 and result.results["usage"]["cache"]["hits"] == 0
+
+
+def test_an_agent_reply_the_response_path_misses_stops_the_run(clean_server, write_jsonl, run_eval) -> None:
+    body = {"input": "{{ item.question }}"}
+    agent = {"url": f"{clean_server.root_url}/agent", "body": body, "response_path": "$.out"}  # the reply has $.output
+    config = config_for(write_jsonl(DATA), {"agent": agent})
+    del config["prompt_template"]
+    result = run_eval(config)
+    assert result.code == 2, result.stderr
+    assert f"the first row's request to the target.agent endpoint (POST {clean_server.root_url}/agent)" in result.stderr
+    assert "$.out" in result.stderr and "check target.agent.response_path" in result.stderr
+    assert clean_server.stats()["requests"] == 1
