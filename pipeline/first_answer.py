@@ -3,10 +3,11 @@
 ``first_answer`` builds the first row's request with the run's own code (``check_row``,
 ``transforms.cache.target_request``, the key ``GenerateSamples`` gives it) and sends it
 (``beameval.inference.first_request``), unless the journal (``--resume``) or a readable
-store already answers it (``answered_in``). The preflight runs before OUT_DIR is prepared
-(a run it stops leaves OUT_DIR as it was), so the answer is kept in memory. Once ``prepare_output`` has made
-OUT_DIR ready, ``hand_off`` writes it into the journal, ``OUT_DIR/_responses/``, as a
-shard of its own holding the entry ``GenerateSamples`` would have written; the run reads
+store already answers it (``answered_in``). The preflight runs before OUT_DIR is
+prepared (a run it stops leaves OUT_DIR as it was), so the answer is kept in memory. Once
+``prepare_output`` has made OUT_DIR ready, ``hand_off`` writes it into the journal,
+``OUT_DIR/_responses/``, as a shard of its own holding the entry ``GenerateSamples`` would
+have written; the run reads
 that shard (``pipeline.cache.lookup_shards``: a fresh run reads only the shards its
 preflight wrote, never an older journal) and ``transforms.cache.AnswerFromStore``
 answers the row from it. The row was paid for by this run, so it is no cache hit: it
@@ -34,15 +35,16 @@ from beameval.core.errors import EvaluatorError
 from beameval.core.records import InferenceInfo, InputRow
 from beameval.core.sanitize import RowTooLarge, check_row
 from beameval.core.templates import Template
-from beameval.inference.first_request import FirstAnswer, keyed, send_first_request
+from beameval.inference.first_request import FirstAnswer, keyed, send_first_request, target_where
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
+from transforms.batch import uses_batch_mode
 from transforms.cache import files_for, target_request
 
-__all__ = ["HandOff", "answered_in", "first_answer", "first_request_shards", "hand_off"]
+__all__ = ["HandOff", "answered_in", "first_answer", "hand_off"]
 
 
 @dataclass(frozen=True)
@@ -68,22 +70,31 @@ class HandOff:
 
 
 def first_answer(
-    config: EvalConfig, item: dict[str, Any], *, where: str, stored: Sequence[str], job: str
+    config: EvalConfig, item: dict[str, Any] | None, output: str, flags: EvalOptions, use: StoreUse, *, job: str
 ) -> FirstAnswer | None:
     """Send the target the first row's request, built as the run builds it; its answer, or None when not sent.
 
+    Called once OUT_DIR is locked and before it is prepared. Not sent in batch mode (it
+    would be paid at the online price, not the batch one), or when the journal
+    (``--resume``) or a readable store already answers that row.
+
     Args:
         config: the run's (single-target) config.
-        item: the first row as read.
-        where: the target's config path, for messages (``target.model``).
-        stored: shards the run answers from (``first_request_shards``).
-        job: the run's id.
+        item: the first row as read (``pipeline.preflight.preflight``); None: nothing to send.
+        output: the run's output directory.
+        flags: the run's flags (``--resume``, ``--overwrite``).
+        use: the run's use of the store.
+        job: the run's id (its shared rate limit).
 
     Raises:
+        OutputError: ``output`` holds outputs and neither ``--overwrite`` nor ``--resume``
+            is set (the request would be paid for a run that cannot start).
         EndpointError: no usable answer (``send_first_request``).
     """
     target = config.target
-    assert target is not None
+    if item is None or target is None or uses_batch_mode(config):
+        return None
+    refuse_earlier_outputs(output, flags.overwrite, flags.resume)
     try:
         checked, _notes = check_row(item)  # the row as the run reads it
     except RowTooLarge:
@@ -97,9 +108,11 @@ def first_answer(
     if request is None:
         return None
     prepared, key = request
-    if stored and answered_in(stored, key, handler):
+    stored = lookup_shards(config, output, use, flags.resume) or []
+    if answered_in(stored, key, handler):
         return None  # the run answers that row from the journal or the store
     model = target.model.name if target.model is not None else None
+    where = target_where(config)
     sending = send_first_request(
         handler, prepared, key, where=where, model=model, access=target.endpoint, params=config.params, job=job
     )
@@ -107,17 +120,6 @@ def first_answer(
     if result.warning is not None:
         print(printable(f"warning: {result.warning}"), file=sys.stderr)
     return result.answer
-
-
-def first_request_shards(config: EvalConfig, output: str, flags: EvalOptions, use: StoreUse) -> list[str]:
-    """Before the preflight sends: refuse an OUT_DIR the run would refuse, and list where its answer may be already.
-
-    Raises:
-        OutputError: ``output`` holds outputs and neither ``--overwrite`` nor ``--resume``
-            is set (the request would be paid for a run that cannot start).
-    """
-    refuse_earlier_outputs(output, flags.overwrite, flags.resume)
-    return lookup_shards(config, output, use, flags.resume) or []
 
 
 def hand_off(answer: FirstAnswer | None, output: str) -> HandOff:

@@ -25,7 +25,7 @@ from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
-from pipeline.first_answer import HandOff, first_request_shards, hand_off
+from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_targets_graph
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
@@ -65,16 +65,16 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     paths = list_dataset_files(config.dataset.path)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
     configs = {target.name: config.for_target(target) for target in config.targets}
+    first_rows = {name: None if flags.skip_preflight else preflight(single, paths) for name, single in configs.items()}
     dry_run = bool(options.view_as(TestOptions).dry_run)
     store = run_store_use(config, flags)
     run_ids = {name: uuid.uuid4().hex for name in configs}  # each target is a run of its own
-    firsts = {}  # each target's answer to the first row's request, sent by its preflight
-    if not flags.skip_preflight:
-        for name, single in configs.items():
-            stored = () if dry_run else first_request_shards(single, target_dir(flags.output, name), flags, store)
-            firsts[name] = preflight(single, paths, job=run_ids[name], send_first=not dry_run, stored=stored)
+    firsts = {}  # each target's answer to the first row's request (none on a dry run)
     if not dry_run:
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
+        for name, single in configs.items():
+            directory = target_dir(flags.output, name)
+            firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=run_ids[name])
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         for name in configs:
             prepare_output(target_dir(flags.output, name), flags.overwrite, resume=flags.resume)

@@ -2,15 +2,12 @@
 
 The dataset's first file must open and parse, the templates must render against its first
 row, and every endpoint the run calls (target, judges, remote metrics) must answer a free
-request through the run's own client. Then, last, the target gets the first row's request
-exactly as the run will send it (``beameval.inference.first_request``): a wrong path, a
-model the endpoint does not serve or a refused parameter stops the run here (exit 2),
-having cost one request, and its answer is returned for the run to record and use
-(``pipeline.first_answer``), so that row is not paid twice. It is not sent when the run
-can answer that row without sending (``--resume`` finds it in the journal, a readable
-response store holds it), on a dry run (nothing may be sent), or in batch mode (it would
-be paid at the full online price instead of the batch discount). Judges and remote
-metrics keep the free probe only: their request needs a model's answer first.
+request through the run's own client. Nothing here sends a paid request: the first row it
+returns is then sent to the target exactly as the run will send it, once OUT_DIR is
+locked (``pipeline.first_answer``: a wrong path, a model the endpoint does not serve or a
+refused parameter stops the run with exit 2 after that one request, and its answer is
+used, not paid twice). Judges and remote metrics keep the free probe only: their request
+needs a model's answer first.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,14 +42,12 @@ from beameval.core.scoring import RowScorer
 from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
 from beameval.inference.classify import Failure
-from beameval.inference.first_request import FirstAnswer, rejected_credentials
+from beameval.inference.first_request import rejected_credentials, target_where
 from beameval.inference.probe import probe
 from beameval.inference.quota import check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
-from pipeline.first_answer import first_answer
-from transforms.batch import uses_batch_mode
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -61,27 +55,17 @@ __all__ = ["FIRST_ROWS", "preflight"]
 FIRST_ROWS = 20
 
 
-def preflight(
-    config: EvalConfig, paths: list[str], *, job: str, send_first: bool = True, stored: Sequence[str] = ()
-) -> FirstAnswer | None:
-    """Validate what can be validated before the evaluation, then send the target the first row's request.
-
-    Args:
-        config: the run's (single-target) config.
-        paths: the dataset files, sorted.
-        job: the run's id: the first request draws from the run's shared rate limit (``rate_limit.shared``).
-        send_first: whether the first row's request may be sent (not on a dry run).
-        stored: shards the run answers from (the journal on ``--resume``, a readable store):
-            when one holds the first row's answer, the request is not sent.
+def preflight(config: EvalConfig, paths: list[str]) -> dict[str, Any] | None:
+    """Validate what can be validated without running the evaluation, sending nothing paid.
 
     Returns:
-        The first row's answer, for ``pipeline.first_answer.hand_off``; None when nothing was sent.
+        The first row, for the first request (``pipeline.first_answer.first_answer``, sent
+        once OUT_DIR is locked); None when the dataset is empty or that row fails to render.
 
     Raises:
         DatasetError: the first file cannot be read.
         TemplateError: a template fails on the first row (strict mode only; a warning otherwise).
-        EndpointError: an endpoint cannot be reached or refuses the credentials, or the
-            first row's request gets no usable answer.
+        EndpointError: an endpoint cannot be reached or refuses the credentials.
         ConfigError: an endpoint's key variable is not set.
     """
     rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
@@ -109,10 +93,7 @@ def preflight(
             first = None  # its request would fail: nothing to learn from sending it
     _check_endpoints(config, scorer)
     check_shared_limits(config)  # every rate_limit.shared Redis answers
-    # Last, once every free check has passed: the one request that costs.
-    if send_first and first is not None and config.target is not None and not uses_batch_mode(config):
-        return first_answer(config, first, where=_where(config), stored=stored, job=job)
-    return None
+    return first
 
 
 def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:
@@ -157,7 +138,9 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
     endpoints: list[tuple[str, EndpointAccess, TargetHandler]] = []
     if config.target is not None:
         endpoint = config.target.endpoint
-        endpoints.append((_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key())))
+        endpoints.append(
+            (target_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key()))
+        )
     for key, metric in scorer.metrics:
         if isinstance(metric, EndpointMetric):
             endpoints.append((f"metric '{key}'", metric.endpoint_access, metric.endpoint_handler()))
@@ -167,11 +150,6 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
         if handler.endpoint_key not in seen:
             seen.add(handler.endpoint_key)
             asyncio.run(_check_answers(where, access, handler))
-
-
-def _where(config: EvalConfig) -> str:
-    assert config.target is not None
-    return "target.model" if config.target.model is not None else "target.agent"
 
 
 def _check_key(where: str, access: EndpointAccess) -> None:

@@ -26,7 +26,7 @@ from pipeline.cli import check_flags, help_text
 from pipeline.config import load_config
 from pipeline.failures import format_failures
 from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
-from pipeline.first_answer import HandOff, first_request_shards, hand_off
+from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
 from pipeline.leaderboard import format_leaderboard
@@ -88,17 +88,15 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
     paths = list_dataset_files(config.dataset.path)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
+    first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     store = run_store_use(config, flags)
-    first = None
-    if not flags.skip_preflight:  # a dry run sends nothing paid, and reads nothing of OUT_DIR
-        stored = () if dry_run else first_request_shards(config, flags.output, flags, store)
-        first = preflight(config, paths, job=run_id, send_first=not dry_run, stored=stored)
     handed = HandOff()
-    if not dry_run:
+    if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
+        first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
-        handed = hand_off(first, flags.output)  # the preflight's answer, into the journal
+        handed = hand_off(first, flags.output)  # its answer, into the journal
     resumed = flags.resume and not dry_run
     spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
     shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume, handed.shards)

@@ -37,6 +37,7 @@ from beameval.cache.key import prepared_key
 from beameval.cache.recording import RecordingHandler
 from beameval.config.access import EndpointAccess
 from beameval.config.params import Params
+from beameval.config.schema import EvalConfig
 from beameval.core.errors import EndpointError
 from beameval.core.redaction import Redactor
 from beameval.inference.backoff import RandomSource
@@ -51,7 +52,15 @@ from beameval.inference.quota import EndpointQuota
 from beameval.inference.retry import RetryPolicy, call_with_retries
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["WAIT_DEADLINE_S", "FirstAnswer", "FirstResult", "keyed", "rejected_credentials", "send_first_request"]
+__all__ = [
+    "WAIT_DEADLINE_S",
+    "FirstAnswer",
+    "FirstResult",
+    "keyed",
+    "rejected_credentials",
+    "send_first_request",
+    "target_where",
+]
 
 #: The most the waits between the preflight's attempts may add up to, in seconds.
 WAIT_DEADLINE_S = 15.0
@@ -202,6 +211,12 @@ async def send_first_request(
         attempts=error.attempts,
         hint=_hint(error.status, where, url, model),
     )
+
+
+def target_where(config: EvalConfig) -> str:
+    """The target's config path, for messages: ``target.model`` or ``target.agent``."""
+    assert config.target is not None
+    return "target.model" if config.target.model is not None else "target.agent"
 
 
 def rejected_credentials(url: str, status: int, where: str, access: EndpointAccess) -> EndpointError:
