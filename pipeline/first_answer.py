@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from beameval.cache import store
 from beameval.cache.entry import decode_entry, iter_lines, line_key
 from beameval.cache.journal import JOURNAL_DIR, JournalWriter
 from beameval.cache.recording import sample_from_stored
@@ -45,6 +46,9 @@ from transforms.batch import uses_batch_mode
 from transforms.cache import files_for, target_request
 
 __all__ = ["HandOff", "answered_in", "first_answer", "hand_off"]
+
+#: Rounds of looking for the shards that replaced deleted ones (a compaction during a compaction's aftermath).
+_SUCCESSOR_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -138,15 +142,28 @@ def answered_in(shards: Sequence[str], key: str, handler: TargetHandler) -> bool
     """Whether one of ``shards`` (the journal on ``--resume``, a readable store) holds a usable answer to ``key``.
 
     Read in the driver, one shard after another until a copy that parses is found: the
-    run would answer that row from it, so the preflight must not pay for it again.
+    run would answer that row from it, so the preflight must not pay for it again. A shard
+    that ``compact`` or ``prune`` deleted since it was listed is replaced by the shards they
+    wrote before deleting it (``store.successors``), as the run's own read does.
     """
-    for path in shards:
-        try:
-            stream = files_for(path).open(path)
-        except Exception:  # noqa: BLE001 - a shard compacted away since it was listed: its entries moved on
-            continue
-        with stream:
-            for line in iter_lines(stream):
-                if line_key(line) == key and sample_from_stored(handler, decode_entry(line)) is not None:
-                    return True
+    listed, pending = list(shards), list(shards)
+    for _ in range(_SUCCESSOR_ROUNDS):
+        gone = []
+        for path in pending:
+            files = files_for(path)
+            try:
+                stream = files.open(path)
+            except Exception:  # noqa: BLE001 - every file system says "not found" its own way
+                if files.exists(path):
+                    raise
+                gone.append(path)
+                continue
+            with stream:
+                for line in iter_lines(stream):
+                    if line_key(line) == key and sample_from_stored(handler, decode_entry(line)) is not None:
+                        return True
+        if not gone:
+            return False
+        pending = store.successors(lambda folder: store.shards(files_for(folder), folder), listed, gone)
+        listed += pending
     return False
