@@ -23,7 +23,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from beameval.cache import store
 from beameval.cache.entry import decode_entry, iter_lines, line_key
@@ -43,12 +43,19 @@ from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
 from transforms.batch import uses_batch_mode
-from transforms.cache import files_for, target_request
+from transforms.cache import Answered, files_for, target_request
 
-__all__ = ["HandOff", "answered_in", "first_answer", "hand_off"]
+__all__ = ["FirstRow", "HandOff", "answered_in", "first_answer", "hand_off"]
 
 #: Rounds of looking for the shards that replaced deleted ones (a compaction during a compaction's aftermath).
 _SUCCESSOR_ROUNDS = 3
+
+
+class FirstRow(NamedTuple):
+    """The dataset's first readable row, as the preflight read it: the one whose request it sends."""
+
+    row_index: int
+    item: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -57,14 +64,14 @@ class HandOff:
 
     Attributes:
         shards: the journal shards holding the preflight's answers (read by a fresh run).
-        answered: response key -> the call as the preflight made it (attempts, latency,
-            status), for the row that key answers.
+        answered: response key -> the row the preflight sent it for and its call
+            (attempts, latency, status); rows of the same request are sent as usual.
         tokens: the tokens the answers used.
         usd: their cost.
     """
 
     shards: list[str] = field(default_factory=list)
-    answered: dict[str, InferenceInfo] = field(default_factory=dict)
+    answered: dict[str, Answered] = field(default_factory=dict)
     tokens: float = 0.0
     usd: float = 0.0
 
@@ -74,8 +81,8 @@ class HandOff:
 
 
 def first_answer(
-    config: EvalConfig, item: dict[str, Any] | None, output: str, flags: EvalOptions, use: StoreUse, *, job: str
-) -> FirstAnswer | None:
+    config: EvalConfig, first: FirstRow | None, output: str, flags: EvalOptions, use: StoreUse, *, job: str
+) -> tuple[int, FirstAnswer] | None:
     """Send the target the first row's request, built as the run builds it; its answer, or None when not sent.
 
     Called once OUT_DIR is locked and before it is prepared. Not sent in batch mode (it
@@ -84,11 +91,14 @@ def first_answer(
 
     Args:
         config: the run's (single-target) config.
-        item: the first row as read (``pipeline.preflight.preflight``); None: nothing to send.
+        first: the first row as read (``pipeline.preflight.preflight``); None: nothing to send.
         output: the run's output directory.
         flags: the run's flags (``--resume``, ``--overwrite``).
         use: the run's use of the store.
         job: the run's id (its shared rate limit).
+
+    Returns:
+        The row's index and its answer, for ``hand_off``.
 
     Raises:
         OutputError: ``output`` holds outputs and neither ``--overwrite`` nor ``--resume``
@@ -96,17 +106,17 @@ def first_answer(
         EndpointError: no usable answer (``send_first_request``).
     """
     target = config.target
-    if item is None or target is None or uses_batch_mode(config):
+    if first is None or target is None or uses_batch_mode(config):
         return None
     refuse_earlier_outputs(output, flags.overwrite, flags.resume)
     try:
-        checked, _notes = check_row(item)  # the row as the run reads it
+        checked, _notes = check_row(first.item)  # the row as the run reads it
     except RowTooLarge:
         return None  # the run fails that row as it reads it
     handler = make_handler(target, config.params, target.api_key())
     prompt = Template(config.prompt_template, "prompt_template") if config.prompt_template else None
     try:
-        request = keyed(handler, target_request(prompt, handler, InputRow(0, checked)))
+        request = keyed(handler, target_request(prompt, handler, InputRow(first.row_index, checked)))
     except EvaluatorError:  # the run fails that row, saying why
         return None
     if request is None:
@@ -123,19 +133,20 @@ def first_answer(
     result = asyncio.run(sending)
     if result.warning is not None:
         print(printable(f"warning: {result.warning}"), file=sys.stderr)
-    return result.answer
+    return None if result.answer is None else (first.row_index, result.answer)
 
 
-def hand_off(answer: FirstAnswer | None, output: str) -> HandOff:
+def hand_off(first: tuple[int, FirstAnswer] | None, output: str) -> HandOff:
     """Record the preflight's answer in ``output``'s journal (prepared by now); nothing when there is none."""
-    if answer is None:
+    if first is None:
         return HandOff()
+    row_index, answer = first
     journal = f"{output.rstrip('/')}/{JOURNAL_DIR}"
     writer = JournalWriter(journal, files_for(journal), flush_interval=0)  # its own shard, closed at once
     writer.record(answer.key, answer.response, answer.model)
     writer.close()
     info = InferenceInfo(answer.latency_s, answer.attempts, answer.status, request_hash=answer.request_hash)
-    return HandOff(list(writer.shards), {answer.key: info}, float(answer.tokens), answer.usd)
+    return HandOff(list(writer.shards), {answer.key: Answered(row_index, info)}, float(answer.tokens), answer.usd)
 
 
 def answered_in(shards: Sequence[str], key: str, handler: TargetHandler) -> bool:

@@ -10,13 +10,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.schema import EvalConfig
-from beameval.core.records import InferenceInfo
 from beameval.core.scoring import RowScorer
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.batch import BatchSamples, uses_batch_mode
-from transforms.cache import LookupResponses
+from transforms.cache import Answered, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
@@ -39,7 +38,7 @@ def build_graph(
     run_id: str,
     stored_shards: Sequence[str] | None = None,
     stage: str | None = None,
-    answered: Mapping[str, InferenceInfo] | None = None,
+    answered: Mapping[str, Answered] | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -73,7 +72,7 @@ class TargetBranch:
     run_id: str
     stored_shards: Sequence[str] | None
     stage: str
-    answered: Mapping[str, InferenceInfo] | None = None
+    answered: Mapping[str, Answered] | None = None
 
 
 def build_targets_graph(
@@ -139,7 +138,7 @@ def _evaluate(
     run_id: str,
     stored_shards: Sequence[str] | None,
     stage: str | None,
-    answered: Mapping[str, InferenceInfo] | None = None,
+    answered: Mapping[str, Answered] | None = None,
 ) -> beam.PCollection:
     """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows."""
     pipeline = samples.pipeline

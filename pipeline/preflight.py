@@ -48,6 +48,7 @@ from beameval.inference.quota import check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
+from pipeline.first_answer import FirstRow
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -55,7 +56,7 @@ __all__ = ["FIRST_ROWS", "preflight"]
 FIRST_ROWS = 20
 
 
-def preflight(config: EvalConfig, paths: list[str]) -> dict[str, Any] | None:
+def preflight(config: EvalConfig, paths: list[str]) -> FirstRow | None:
     """Validate what can be validated without running the evaluation, sending nothing paid.
 
     Returns:
@@ -68,7 +69,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> dict[str, Any] | None:
         EndpointError: an endpoint cannot be reached or refuses the credentials.
         ConfigError: an endpoint's key variable is not set.
     """
-    rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
+    first_index, rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
     first = rows[0] if rows else None
     scorer = RowScorer(config.metrics)  # compiles every metric template
     if rows:
@@ -93,25 +94,31 @@ def preflight(config: EvalConfig, paths: list[str]) -> dict[str, Any] | None:
             first = None  # its request would fail: nothing to learn from sending it
     _check_endpoints(config, scorer)
     check_shared_limits(config)  # every rate_limit.shared Redis answers
-    return first
+    return None if first is None else FirstRow(first_index, first)
 
 
-def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:
-    """Up to ``count`` readable rows from the start of ``path`` (unreadable records are skipped here)."""
+def _first_rows(path: str, configured_format: str, count: int) -> tuple[int, list[dict[str, Any]]]:
+    """Up to ``count`` readable rows from the start of ``path`` (unreadable records are skipped here).
+
+    Returns:
+        The first readable row's ``row_index`` (its position, as ``ReadRows`` numbers it), and the rows.
+    """
     fmt = detect_format(path, configured_format)
     try:
         with FileSystems.open(path) as stream:
             if fmt == "parquet":
                 if not parquet_row_group_sizes(stream):
-                    return []
-                return read_parquet_row_group(stream, 0)[:count]
-            rows = []
-            for item, _raw, _error in iter_records(stream, path, fmt):
+                    return 0, []
+                return 0, read_parquet_row_group(stream, 0)[:count]
+            rows: list[dict[str, Any]] = []
+            first = 0
+            for position, (item, _raw, _error) in enumerate(iter_records(stream, path, fmt)):
                 if item is not None:
+                    first = first if rows else position
                     rows.append(item)
                 if len(rows) >= count:
                     break
-            return rows
+            return first, rows
     except DatasetError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow and file systems raise many types

@@ -248,3 +248,28 @@ def test_an_agent_reply_the_response_path_misses_stops_the_run(clean_server, wri
     assert f"the first row's request to the target.agent endpoint (POST {clean_server.root_url}/agent)" in result.stderr
     assert "$.out" in result.stderr and "check target.agent.response_path" in result.stderr
     assert clean_server.stats()["requests"] == 1
+
+
+def test_rows_with_the_first_rows_request_are_sent_as_without_the_preflight(
+    clean_server, model_target, write_jsonl, run_eval
+) -> None:
+    rows = [{"question": f"question {i % 3}", "answer": f"question {i % 3}"} for i in range(12)]  # 3 prompts, 4 times
+    result = run_eval(config_for(write_jsonl(rows), model_target()))
+    assert result.code == 0, result.stderr
+    assert clean_server.stats()["per_prompt"] == {f"question {i}": 4 for i in range(3)}  # one request a row
+    usage = result.results["usage"]
+    assert usage["requests"] == 12 and usage["cache"] == {"hits": 0, "misses": 12}
+    assert [r["cached"] for r in result.rows] == [False] * 12
+
+
+def test_an_unreadable_first_record_leaves_the_preflight_the_next_row(
+    clean_server, model_target, tmp_path, run_eval
+) -> None:
+    data = tmp_path / "data.jsonl"
+    data.write_text("not json\n" + "".join(json.dumps(row) + "\n" for row in DATA[:5]))
+    result = run_eval(config_for(data, model_target(), ignore_request_failure=True, max_error_rate=1.0))
+    assert result.code == 0, result.stderr
+    assert clean_server.stats()["per_prompt"] == {row["question"]: 1 for row in DATA[:5]}
+    first = result.rows[1]  # row 0 is the unreadable line
+    assert (first["row_index"], first["cached"], first["attempts"]) == (1, False, 1)
+    assert result.results["usage"]["requests"] == 5
