@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
 from beameval.cache import store
 from beameval.cache.journal import JOURNAL_DIR
@@ -36,7 +37,9 @@ def run_store_use(config: EvalConfig, flags: EvalOptions) -> StoreUse:
     return store_use(config.cache, flags.cache, bool(flags.no_cache))
 
 
-def lookup_shards(config: EvalConfig, output: str, use: StoreUse, resume: bool) -> list[str] | None:
+def lookup_shards(
+    config: EvalConfig, output: str, use: StoreUse, resume: bool, preflight: Sequence[str] = ()
+) -> list[str] | None:
     """The shards whose responses answer this run's requests, listed now; None when nothing is looked up.
 
     Args:
@@ -44,20 +47,22 @@ def lookup_shards(config: EvalConfig, output: str, use: StoreUse, resume: bool) 
         output: the output directory (its journal counts with ``--resume``).
         use: the run's use of the store.
         resume: ``--resume`` was given.
+        preflight: the journal shards this run's preflight wrote (``pipeline.first_answer``):
+            a fresh run reads those and no other shard of its journal.
 
     Returns:
-        The store's shards (when readable) and the journal's (with ``--resume``); None
-        when there are none.
+        The store's shards (when readable), the journal's (with ``--resume``; else only the
+        preflight's); None when there are none.
 
     """
     if config.target is None and not needs_metric_calls(config.metrics):
         return None
-    if not use.read and not resume:
-        return None
     found: list[str] = []
     if resume:
         journal = _journal_dir(output)
-        found += store.shards(files_for(journal), journal)
+        found += store.shards(files_for(journal), journal)  # the preflight's among them
+    else:
+        found += preflight
     if use.read and use.path is not None:
         entries = f"{use.path}/{store.ENTRIES_DIR}"
         found += store.shards(files_for(entries), entries)

@@ -140,7 +140,10 @@ def pipeline_metrics(result: beam.runners.runner.PipelineResult) -> dict[str, di
         found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
     except (NotImplementedError, AttributeError, KeyError):  # a runner without metrics (dry run)
         return {"counters": {}, "gauges": {}}
-    counters = {c.key.metric.name: int(_value(c)) for c in found.get("counters", [])}
+    counters: dict[str, int] = {}
+    for counter in found.get("counters", []):  # one name may count in several steps (the preflight's row, targets)
+        name = counter.key.metric.name
+        counters[name] = counters.get(name, 0) + int(_value(counter))
     gauges = {g.key.metric.name: int(_value(g).value) for g in found.get("gauges", []) if _value(g) is not None}
     return {"counters": counters, "gauges": gauges}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -15,7 +15,7 @@ from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
-from transforms.cache import LookupResponses
+from transforms.cache import Answered, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_batch import BatchMetricCalls
 from transforms.metric_cache import LookupMetricResponses
@@ -40,6 +40,7 @@ def build_graph(
     run_id: str,
     stored_shards: Sequence[str] | None = None,
     stage: str | None = None,
+    answered: Mapping[str, Answered] | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -54,10 +55,12 @@ def build_graph(
             (``--resume``, ``cache:``); None sends every request.
         stage: where rows/, errors/ and the summaries are written until the run publishes
             them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
+        answered: the response keys the preflight's request answered, with its call
+            (``pipeline.first_answer.HandOff``): those rows count as this run's requests.
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage)
+    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, answered)
     _progress(pipeline, scored, run_id, read, limit)
 
 
@@ -71,6 +74,7 @@ class TargetBranch:
     run_id: str
     stored_shards: Sequence[str] | None
     stage: str
+    answered: Mapping[str, Answered] | None = None
 
 
 def build_targets_graph(
@@ -98,11 +102,7 @@ def build_targets_graph(
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = [
-        (read.fingerprints, samples)
-        | branch.name >> _Branch(branch.config, branch.output, branch.run_id, branch.stored_shards, branch.stage)
-        for branch in branches
-    ]
+    scored = [(read.fingerprints, samples) | branch.name >> _Branch(branch) for branch in branches]
     # One progress line for the run, counting the first target's rows (every target scores each row once).
     _progress(pipeline, scored[0], branches[0].run_id, read, limit)
 
@@ -110,15 +110,24 @@ def build_targets_graph(
 class _Branch(beam.PTransform):  # type: ignore[misc]
     """One target's stages, nested under its name so the labels of every branch are distinct."""
 
-    def __init__(
-        self, config: EvalConfig, output: str, run_id: str, stored_shards: Sequence[str] | None, stage: str
-    ) -> None:
+    def __init__(self, branch: TargetBranch) -> None:
         super().__init__()
-        self._args = (config, output, run_id, stored_shards, stage)
+        self._branch = branch
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
-        return _evaluate(fingerprints, samples, *self._args, rendered=True)
+        branch = self._branch
+        return _evaluate(
+            fingerprints,
+            samples,
+            branch.config,
+            branch.output,
+            branch.run_id,
+            branch.stored_shards,
+            branch.stage,
+            branch.answered,
+            rendered=True,
+        )
 
 
 def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
@@ -143,6 +152,7 @@ def _evaluate(
     run_id: str,
     stored_shards: Sequence[str] | None,
     stage: str | None,
+    answered: Mapping[str, Answered] | None = None,
     rendered: bool = False,
 ) -> beam.PCollection:
     """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows.
@@ -156,7 +166,7 @@ def _evaluate(
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
     if config.target is not None:
-        to_send = _to_send(samples, config, stored, rendered)
+        to_send = _to_send(samples, config, stored, rendered, answered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:
@@ -185,7 +195,11 @@ def _evaluate(
 
 
 def _to_send(
-    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool
+    samples: beam.PCollection,
+    config: EvalConfig,
+    stored: beam.PCollection | None,
+    rendered: bool,
+    answered: Mapping[str, Answered] | None,
 ) -> beam.PCollection:
     """The samples on their way to the target: prompts rendered, spread over the workers or joined with the store.
 
@@ -199,7 +213,7 @@ def _to_send(
         spread = samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
-    return keyed | "LookupResponses" >> LookupResponses(config, stored)
+    return keyed | "LookupResponses" >> LookupResponses(config, stored, answered)
 
 
 def _render(config: EvalConfig) -> beam.ParDo:

@@ -25,6 +25,7 @@ from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
+from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_targets_graph
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
@@ -64,23 +65,28 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     paths = list_dataset_files(config.dataset.path)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
     configs = {target.name: config.for_target(target) for target in config.targets}
-    if not flags.skip_preflight:
-        for single in configs.values():
-            preflight(single, paths)
+    first_rows = {name: None if flags.skip_preflight else preflight(single, paths) for name, single in configs.items()}
     dry_run = bool(options.view_as(TestOptions).dry_run)
+    store = run_store_use(config, flags)
+    run_ids = {name: uuid.uuid4().hex for name in configs}  # each target is a run of its own
+    firsts = {}  # each target's answer to the first row's request (none on a dry run)
     if not dry_run:
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
+        for name, single in configs.items():
+            directory = target_dir(flags.output, name)
+            firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=run_ids[name])
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         for name in configs:
             prepare_output(target_dir(flags.output, name), flags.overwrite, resume=flags.resume)
-    store = run_store_use(config, flags)
     branches, spent = [], {}
     for name, single in configs.items():
-        directory, run_id = target_dir(flags.output, name), uuid.uuid4().hex  # each target is a run of its own
+        directory, run_id = target_dir(flags.output, name), run_ids[name]
+        handed = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
         spent[name] = spent_before(directory) if flags.resume and not dry_run else (0.0, 0.0)
-        shards = None if dry_run else lookup_shards(single, directory, store, flags.resume)
-        job = job_config(single, options, spent[name])  # worker count and budget left, for the pacers
-        branches.append(TargetBranch(name, job, directory, run_id, shards, staging_dir(directory, run_id)))
+        shards = None if dry_run else lookup_shards(single, directory, store, flags.resume, handed.shards)
+        job = job_config(single, options, handed.spent_after(spent[name]))  # worker count and budget left
+        stage = staging_dir(directory, run_id)
+        branches.append(TargetBranch(name, job, directory, run_id, shards, stage, handed.answered))
 
     started = time.time()
     pipeline = beam.Pipeline(runner=choose_runner(options), options=options)

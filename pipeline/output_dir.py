@@ -41,6 +41,7 @@ __all__ = [
     "prepare_output",
     "publish_outputs",
     "refuse_dataset_overlap",
+    "refuse_earlier_outputs",
     "release_output",
     "staging_dir",
 ]
@@ -173,6 +174,30 @@ def staging_dir(output: str, run_id: str) -> str:
     return FileSystems.join(output, f"{_STAGING_PREFIX}{run_id}")
 
 
+def refuse_earlier_outputs(output: str, overwrite: bool, resume: bool) -> list[str]:
+    """Refuse an ``output`` holding outputs when neither ``overwrite`` nor ``resume`` is set; changes nothing.
+
+    Checked before the preflight too, so its paid request is not spent on a run that
+    ``prepare_output`` would then refuse.
+
+    Returns:
+        The earlier run's entries in ``output``.
+
+    Raises:
+        OutputError: it holds outputs and neither flag is set, or it is a file.
+    """
+    _refuse_local_file(output)
+    with _unwritable_as_output_error(output):
+        existing = _earlier_entries(output)
+    if existing and not overwrite and not resume:
+        raise OutputError(
+            f"output directory {output!r} already holds outputs ({', '.join(existing)}); "
+            "pass --resume to continue that run without paying again for the responses it recorded, "
+            "--overwrite to replace them, or choose another --output."
+        )
+    return existing
+
+
 def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
     """Make ``output`` ready for a new run; the earlier run's outputs stay until this one publishes.
 
@@ -183,15 +208,8 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
         OutputError: it already holds outputs and neither ``overwrite`` nor ``resume`` is set, or it
             cannot be written.
     """
-    _refuse_local_file(output)
     with _unwritable_as_output_error(output):
-        existing = _earlier_entries(output)
-        if existing and not overwrite and not resume:
-            raise OutputError(
-                f"output directory {output!r} already holds outputs ({', '.join(existing)}); "
-                "pass --resume to continue that run without paying again for the responses it recorded, "
-                "--overwrite to replace them, or choose another --output."
-            )
+        existing = refuse_earlier_outputs(output, overwrite, resume)
         if overwrite and not resume and JOURNAL_ENTRY in existing:
             _delete(output, [JOURNAL_ENTRY])
         _delete(output, _stale_staging(output))  # folders of runs that crashed before publishing

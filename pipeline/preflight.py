@@ -2,7 +2,12 @@
 
 The dataset's first file must open and parse, the templates must render against its first
 row, and every endpoint the run calls (target, judges, remote metrics) must answer a free
-request through the run's own client. Nothing here sends a paid request.
+request through the run's own client. Nothing here sends a paid request: the first row it
+returns is then sent to the target exactly as the run will send it, once OUT_DIR is
+locked (``pipeline.first_answer``: a wrong path, a model the endpoint does not serve or a
+refused parameter stops the run with exit 2 after that one request, and its answer is
+used, not paid twice). Judges and remote metrics keep the free probe only: their request
+needs a model's answer first.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ from beameval.core.records import EndpointReply, GeneratedRow
 from beameval.core.scoring import RowScorer
 from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
-from beameval.inference.classify import Failure, safe_url
+from beameval.inference.classify import Failure
+from beameval.inference.first_request import rejected_credentials, target_where
 from beameval.inference.probe import probe
 from beameval.inference.quota import check_shared_limits
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
+from pipeline.first_answer import FirstRow
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -49,8 +56,12 @@ __all__ = ["FIRST_ROWS", "preflight"]
 FIRST_ROWS = 20
 
 
-def preflight(config: EvalConfig, paths: list[str]) -> None:
-    """Validate what can be validated without running the evaluation.
+def preflight(config: EvalConfig, paths: list[str]) -> FirstRow | None:
+    """Validate what can be validated without running the evaluation, sending nothing paid.
+
+    Returns:
+        The first row, for the first request (``pipeline.first_answer.first_answer``, sent
+        once OUT_DIR is locked); None when the dataset is empty or that row fails to render.
 
     Raises:
         DatasetError: the first file cannot be read.
@@ -58,7 +69,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
         EndpointError: an endpoint cannot be reached or refuses the credentials.
         ConfigError: an endpoint's key variable is not set.
     """
-    rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
+    first_index, rows = _first_rows(paths[0], config.dataset.format, FIRST_ROWS)
     first = rows[0] if rows else None
     scorer = RowScorer(config.metrics)  # compiles every metric template
     if rows:
@@ -80,26 +91,34 @@ def preflight(config: EvalConfig, paths: list[str]) -> None:
             if not config.params.ignore_request_failure or isinstance(exc, TemplateBudgetError):
                 raise type(exc)(f"preflight: the first row of {paths[0]} fails: {exc.message}", hint=exc.hint) from None
             print(printable(f"warning: preflight: the first row fails: {exc}"), file=sys.stderr)
+            first = None  # its request would fail: nothing to learn from sending it
     _check_endpoints(config, scorer)
     check_shared_limits(config)  # every rate_limit.shared Redis answers
+    return None if first is None else FirstRow(first_index, first)
 
 
-def _first_rows(path: str, configured_format: str, count: int) -> list[dict[str, Any]]:
-    """Up to ``count`` readable rows from the start of ``path`` (unreadable records are skipped here)."""
+def _first_rows(path: str, configured_format: str, count: int) -> tuple[int, list[dict[str, Any]]]:
+    """Up to ``count`` readable rows from the start of ``path`` (unreadable records are skipped here).
+
+    Returns:
+        The first readable row's ``row_index`` (its position, as ``ReadRows`` numbers it), and the rows.
+    """
     fmt = detect_format(path, configured_format)
     try:
         with FileSystems.open(path) as stream:
             if fmt == "parquet":
                 if not parquet_row_group_sizes(stream):
-                    return []
-                return read_parquet_table(stream, 0).slice(0, count).to_pylist()  # not the whole group as dicts
-            rows = []
-            for item, _raw, _error in iter_records(stream, path, fmt):
+                    return 0, []
+                return 0, read_parquet_table(stream, 0).slice(0, count).to_pylist()  # not the whole group as dicts
+            rows: list[dict[str, Any]] = []
+            first = 0
+            for position, (item, _raw, _error) in enumerate(iter_records(stream, path, fmt)):
                 if item is not None:
+                    first = first if rows else position
                     rows.append(item)
                 if len(rows) >= count:
                     break
-            return rows
+            return first, rows
     except DatasetError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow and file systems raise many types
@@ -126,8 +145,9 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
     endpoints: list[tuple[str, EndpointAccess, TargetHandler]] = []
     if config.target is not None:
         endpoint = config.target.endpoint
-        name = "target.model" if config.target.model is not None else "target.agent"
-        endpoints.append((name, endpoint, make_handler(config.target, config.params, endpoint.api_key())))
+        endpoints.append(
+            (target_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key()))
+        )
     for key, metric in scorer.metrics:
         if isinstance(metric, EndpointMetric):
             endpoints.append((f"metric '{key}'", metric.endpoint_access, metric.endpoint_handler()))
@@ -170,12 +190,7 @@ async def _check_answers(where: str, access: EndpointAccess, handler: TargetHand
             hint="Start the server or fix the URL; pass --skip_preflight if it is only reachable from the workers.",
         )
     if result.status in (401, 403):
-        key_env = access.api_key_env
-        holder = f"the key in ${key_env}" if key_env else f"{where}.api_key_env (no key was sent)"
-        raise EndpointError(
-            f"preflight: {safe_url(url)} rejected the credentials (HTTP {result.status}).",
-            hint=f"Check {holder}.",
-        )
+        raise rejected_credentials(url, result.status, where, access)
     if result.failure is not None:
         print(
             printable(f"warning: preflight: the {where} endpoint is struggling: {result.failure.message}"),

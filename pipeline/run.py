@@ -26,6 +26,7 @@ from pipeline.cli import check_flags, help_text
 from pipeline.config import load_config
 from pipeline.failures import format_failures
 from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
+from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
 from pipeline.leaderboard import format_leaderboard
@@ -87,23 +88,25 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
     paths = list_dataset_files(config.dataset.path)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
-    if not flags.skip_preflight:
-        preflight(config, paths)
+    first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
-    if not dry_run:
+    store = run_store_use(config, flags)
+    handed = HandOff()
+    if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
+        first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
+        handed = hand_off(first, flags.output)  # its answer, into the journal
     resumed = flags.resume and not dry_run
     spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
-    store = run_store_use(config, flags)
-    shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume)
+    shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume, handed.shards)
 
     started = time.time()
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
     stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
-    job = job_config(config, options, spent)  # worker count and budget left, for the workers' pacers
-    build_graph(pipeline, job, paths, flags.output, limit, run_id=run_id, stored_shards=shards, stage=stage)
+    job = job_config(config, options, handed.spent_after(spent))  # worker count and budget left, for the pacers
+    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, answered=handed.answered)
     interval, _, local = progress_settings(options)
     try:
         with watch_progress(run_id, interval if local else 0.0):  # one bar or line for the run (issue 16)

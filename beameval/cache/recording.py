@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from beameval.cache.entry import StoredResponse
-from beameval.cache.journal import JournalWriter
 from beameval.core.redaction import Redactor
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["RecordingHandler", "sample_from_stored"]
+__all__ = ["Recorder", "RecordingHandler", "sample_from_stored"]
+
+
+class Recorder(Protocol):
+    """Where a success is recorded: the run's ``JournalWriter``, or the preflight's answer kept in memory."""
+
+    def record(self, key: str, response: Any, model: str | None) -> None:
+        """Keep one successful response (the decoded reply, or its body as received) under ``key``."""
+        ...
 
 
 class RecordingHandler(TargetHandler):
@@ -24,7 +31,7 @@ class RecordingHandler(TargetHandler):
 
     Args:
         inner: the endpoint's handler.
-        journal: the run's journal writer.
+        journal: the run's journal writer (or anything else that records, see ``Recorder``).
         key: the request's ``response_key``.
         model: the model name the request asked for, stored with the entry.
         redactor: masks the endpoint's key (and its 8+ character slices) in what is recorded.
@@ -32,7 +39,7 @@ class RecordingHandler(TargetHandler):
     """
 
     def __init__(
-        self, inner: TargetHandler, journal: JournalWriter, key: str, model: str | None, redactor: Redactor
+        self, inner: TargetHandler, journal: Recorder, key: str, model: str | None, redactor: Redactor
     ) -> None:
         self._inner = inner
         self._redactor = redactor

@@ -33,7 +33,14 @@ _INFERENCE = {
     "/agent": "agent",
     "/v1/agent": "agent",
 }
-_MODELS = {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "testserver"}]}
+
+
+def _models(served: list[str] | None) -> dict[str, Any]:
+    """The models listing: the served models (``models``), else ``test-model``."""
+    names = [DEFAULT_MODEL] if served is None else served
+    return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "testserver"} for name in names]}
+
+
 _MALFORMED = b'{"choices": [{"message": this is not JSON'
 _WRITE_HIGH_WATER = 1 << 16
 
@@ -150,7 +157,7 @@ class StubServer:
             return await self._inference(kind, request)
         route = (request.method, request.path)
         if route in (("GET", "/v1/models"), ("GET", "/models")):
-            return json_response(200, _MODELS)
+            return json_response(200, _models(self.faults.config.models))
         if route == ("GET", "/_stats"):
             return json_response(200, {**self.stats.snapshot(), "quota": self.quota.snapshot()})
         if route == ("GET", "/_last_request"):
@@ -161,6 +168,7 @@ class StubServer:
             return self._configure(request.body)
         if route == ("POST", "/_reset"):
             return self._reset(request.body)
+        self.stats.missed(request.method, request.path)
         return json_response(404, error_body(404, f"no route {request.method} {request.path}"))
 
     def _configure(self, raw: bytes) -> Response:
@@ -199,6 +207,11 @@ class StubServer:
         prompt = prompt_text(kind, body)
         self.stats.arrived(prompt, record)
         config = self.faults.config
+        model = body.get("model")
+        if config.models is not None and kind != "agent" and model not in config.models:
+            self.stats.answered(404)
+            message = f"The model '{model}' does not exist or you do not have access to it."
+            return json_response(404, error_body(404, message))
         rejected = next((key for key in config.unsupported_params if key in body), None)
         if rejected is not None:
             self.stats.answered(400)

@@ -67,6 +67,9 @@ class FaultConfig(BaseModel):
             ``Authorization: Bearer <api_key>`` get 401.
         unsupported_params: body keys the "model" rejects with a 400 in OpenAI's words
             (``Unsupported parameter: 'max_tokens' is not supported with this model...``).
+        models: when set, the models the server serves: a chat or completions request
+            naming another gets OpenAI's 404 (``The model 'x' does not exist...``), and
+            ``GET /v1/models`` lists these.
         quota: provider-style per-minute request and token limits (``testserver.quota``).
     """
 
@@ -87,6 +90,7 @@ class FaultConfig(BaseModel):
     rules: list[Rule] = Field(default_factory=list)
     api_key: str | None = None
     unsupported_params: list[str] = Field(default_factory=list)
+    models: list[str] | None = None
     quota: QuotaConfig | None = None
 
     def updated(self, patch: Mapping[str, Any]) -> FaultConfig:

@@ -27,6 +27,9 @@ class Stats:
     difference. ``in_flight_s`` is the integral of ``in_flight`` over time (request-seconds
     spent inside the server since the reset): over ``busy_s`` it is the mean number of
     requests the client kept at the endpoint, over ``requests`` the time each spent there.
+
+    ``not_found`` counts the requests for a route the server does not have, by
+    ``"METHOD /path"`` (a client POSTing to a wrong path shows there, not in ``requests``).
     """
 
     def __init__(self) -> None:
@@ -39,6 +42,7 @@ class Stats:
         self.connections = 0
         self.by_status: Counter[str] = Counter()
         self.per_prompt: Counter[str] = Counter()
+        self.not_found: Counter[str] = Counter()
         self.peak_in_flight = self.in_flight
         self.last_request: dict[str, Any] | None = None
         self.first_request_at: float | None = None
@@ -57,6 +61,10 @@ class Stats:
         self.requests += 1
         self.per_prompt[prompt] += 1
         self.last_request = record
+
+    def missed(self, method: str, path: str) -> None:
+        """Count a request for a route the server does not have."""
+        self.not_found[f"{method} {path}"] += 1
 
     def enter(self) -> None:
         """Mark a request admitted (now in flight)."""
@@ -90,6 +98,7 @@ class Stats:
             "peak_in_flight": self.peak_in_flight,
             "in_flight_s": self.in_flight_s,
             "per_prompt": dict(self.per_prompt),
+            "not_found": dict(self.not_found),
             "first_request_at": self.first_request_at,
             "last_response_at": self.last_response_at,
             "busy_s": (

@@ -388,10 +388,11 @@ def _questions(tmp: Path, n: int) -> Path:
 
 def test_failed_rows_make_no_go_through_ok_rate(tmp_path, clean_server, capsys) -> None:
     dataset = _questions(tmp_path, 40)
-    clean_server.configure(rules=[{"match": f"Q{i}?", "reply": "wrong"} for i in range(19)])
+    # Rows 1 to 19 (not the first: the preflight sends it, and a refusal there stops the run before it starts).
+    clean_server.configure(rules=[{"match": f"Q{i}?", "reply": "wrong"} for i in range(1, 20)])
     _run(_online_config(tmp_path, "base", dataset, clean_server.base_url), tmp_path / "a")
     # The candidate fails exactly the 19 rows the baseline got wrong: every pair that is ok on both sides is right.
-    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 400} for i in range(19)])
+    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 400} for i in range(1, 20)])
     _run(_online_config(tmp_path, "cand", dataset, clean_server.base_url), tmp_path / "b")  # 47.5% failed: exit 0
     code, cmp, _, err = _compare(
         capsys, tmp_path / "cmp", "--baseline", str(tmp_path / "a"), "--candidate", str(tmp_path / "b")
@@ -407,7 +408,7 @@ def test_failed_rows_make_no_go_through_ok_rate(tmp_path, clean_server, capsys) 
 def test_most_rows_failing_fails_the_run_and_the_comparison_refuses_it(tmp_path, clean_server, capsys) -> None:
     dataset = _questions(tmp_path, 40)
     _run(_online_config(tmp_path, "base", dataset, clean_server.base_url), tmp_path / "a")
-    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 404} for i in range(21)])
+    clean_server.configure(rules=[{"match": f"Q{i}?", "status": 404} for i in range(1, 22)])  # the first row answers
     config = _online_config(tmp_path, "cand", dataset, clean_server.base_url)  # no max_error_rate: the default 0.5
     capsys.readouterr()
     assert run_main(["--config", str(config), "--output", str(tmp_path / "b"), "--progress_interval", "0"]) == 1

@@ -18,7 +18,8 @@ def config(path, target, **params):
 def test_the_summary_names_the_most_common_causes_and_where_the_rows_are(
     clean_server, model_target, write_jsonl, run_eval
 ) -> None:
-    rows = [{"question": f"{row['question']}{' bad' if i < 6 else ''}", "answer": row["answer"]} for i, row in
+    # The last rows fail (the first one the preflight sends: a refusal there would stop the run before it starts).
+    rows = [{"question": f"{row['question']}{' bad' if i >= 34 else ''}", "answer": row["answer"]} for i, row in
             enumerate(QA)]  # fmt: skip
     clean_server.configure(rules=[{"match": " bad", "status": 400}])
     result = run_eval(config(write_jsonl(rows), model_target()))
@@ -34,7 +35,7 @@ def test_the_summary_names_the_most_common_causes_and_where_the_rows_are(
 def test_more_failures_than_max_error_rate_exit_1_after_writing_outputs(
     clean_server, model_target, write_jsonl, run_eval
 ) -> None:
-    rows = [{"question": f"{row['question']}{' bad' if i < 10 else ''}", "answer": row["answer"]} for i, row in
+    rows = [{"question": f"{row['question']}{' bad' if i >= 30 else ''}", "answer": row["answer"]} for i, row in
             enumerate(QA)]  # fmt: skip
     clean_server.configure(rules=[{"match": " bad", "status": 400}])
     over = run_eval(config(write_jsonl(rows, "over.jsonl"), model_target(), max_error_rate=0.2))

@@ -298,7 +298,9 @@ def test_timeouts_past_max_retries_are_recorded_with_a_cause(start_server, write
     timeout, stall_s = 0.5, 30.0
     server = start_server(stall_rate=1.0, stall_s=stall_s, rules=reply_rules(rows))
     started = time.perf_counter()
-    result = run_eval(eval_config(write_jsonl(rows), server, max_retries=1, request_timeout=timeout))
+    # Every request times out: the preflight would try the first row too, then leave it to the run; the run alone here.
+    config = eval_config(write_jsonl(rows), server, max_retries=1, request_timeout=timeout)
+    result = run_eval(config, "--skip_preflight")
     elapsed = time.perf_counter() - started
     # Normally both attempts time out waiting for the reply; on a starved machine a retry can
     # instead time out connecting (the same request_timeout), before it reaches the server.
@@ -330,7 +332,8 @@ def test_connection_resets_are_retried(start_server, write_jsonl, run_eval):
 def test_connection_resets_past_max_retries_are_recorded_with_a_cause(start_server, write_jsonl, run_eval):
     rows = dataset(30)
     server = start_server(reset_rate=1.0, rules=reply_rules(rows))
-    result = run_eval(eval_config(write_jsonl(rows), server, max_retries=1))
+    # Every request fails: the preflight would stop the run (test_preflight_request.py); the run's own way here.
+    result = run_eval(eval_config(write_jsonl(rows), server, max_retries=1), "--skip_preflight")
     failed = {i: "request failed after 2 attempts: connection to 127.0.0.1" for i in range(30)}
     out_rows, stats = check_run(result, server, rows, max_retries=1, failed=failed)
     assert stats["by_status"] == {"reset": 60}
@@ -357,7 +360,8 @@ def test_malformed_json_bodies_are_retried_as_transient(start_server, write_json
 def test_malformed_json_bodies_past_max_retries_are_recorded(start_server, write_jsonl, run_eval):
     rows = dataset(30)
     server = start_server(malformed_rate=1.0, rules=reply_rules(rows))
-    result = run_eval(eval_config(write_jsonl(rows), server, max_retries=2))
+    # Every request fails: the preflight would stop the run (test_preflight_request.py); the run's own way here.
+    result = run_eval(eval_config(write_jsonl(rows), server, max_retries=2), "--skip_preflight")
     failed = {i: "request failed after 3 attempts: malformed reply" for i in range(30)}
     out_rows, _ = check_run(result, server, rows, max_retries=2, failed=failed)
     assert all("not valid JSON" in r["error"] and r["http_status"] == 200 for r in out_rows)

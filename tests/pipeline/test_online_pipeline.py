@@ -126,7 +126,8 @@ def test_missing_prompt_field_is_a_generation_failure(clean_server, model_target
 def test_strict_mode_stops_sending_after_the_first_failure(clean_server, model_target, write_jsonl, run_eval):
     clean_server.configure(error_rate=1.0, error_status=401, latency_ms=5)
     rows = [{"question": f"question {i}", "answer": "a"} for i in range(300)]
-    result = run_eval(online_config(write_jsonl(rows), model_target(), parallelism=4))
+    # The run's strict mode, not the preflight (whose first request would stop it: test_preflight_request.py).
+    result = run_eval(online_config(write_jsonl(rows), model_target(), parallelism=4), "--skip_preflight")
     assert result.code == 1
     sent = clean_server.stats()["requests"]
     assert sent < 50, f"{sent} requests sent to an endpoint that refused the first"
@@ -190,7 +191,8 @@ def test_each_run_in_a_process_starts_with_a_fresh_engine(clean_server, model_ta
     scripted(clean_server)
     clean_server.configure(latency_ms=50)
     busy = run_eval(online_config(write_jsonl(QA, "all.jsonl"), model_target()))
-    single = run_eval(online_config(write_jsonl(QA[:1], "one.jsonl"), model_target()))
+    # One row, sent by the engine (the preflight would answer it, and the engine would send nothing).
+    single = run_eval(online_config(write_jsonl(QA[:1], "one.jsonl"), model_target()), "--skip_preflight")
     assert busy.code == 0 and single.code == 0, busy.stderr + single.stderr
     assert busy.results["run"]["gauges"]["peak_in_flight"] == 8  # 40 rows at parallelism 8
     assert single.results["run"]["gauges"]["peak_in_flight"] == 1
