@@ -6,7 +6,9 @@ group, so a terminal's Ctrl-C reaches every worker at once and each prints its o
 traceback while the driver is still deciding what to do. Here the same worker command runs
 with SIGINT ignored (``trap '' INT``, which survives ``exec``), so only the driver sees it
 and stops the workers itself; SIGTERM still ends a worker as usual. The FnApiRunner never
-tries to download anything (a plain ``DirectRunner`` first fetches Prism).
+tries to download anything (a plain ``DirectRunner`` first fetches Prism). Beam's
+``--dry_run`` is honoured here too (the FnApiRunner ignores it and would run the whole job,
+paying for every request): the job is built and translated, and nothing runs.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import shlex
 import sys
 from typing import Any
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import PipelineResult, PipelineState
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 __all__ = ["LOCAL_RUNNER_NAMES", "LocalRunner", "WORKER_COMMAND", "choose_runner"]
@@ -32,6 +35,9 @@ class LocalRunner(FnApiRunner):  # type: ignore[misc]  # Beam is untyped
     """``FnApiRunner``, with SIGINT-ignoring worker processes in ``multi_processing`` mode."""
 
     def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
+        if options.view_as(TestOptions).dry_run:
+            pipeline.to_runner_api()  # every transform translates: the job is one a real run would start
+            return PipelineResult(PipelineState.DONE)
         direct = options.view_as(DirectOptions)
         if direct.direct_running_mode != "multi_processing":
             return super().run_pipeline(pipeline, options)

@@ -158,6 +158,17 @@ def test_a_dry_run_sends_nothing_paid(clean_server, model_target, write_jsonl, r
     assert not result.output.exists()
 
 
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_a_local_dry_run_builds_the_job_and_sends_nothing(
+    clean_server, model_target, write_jsonl, run_eval, mode
+) -> None:
+    result = run_eval(config_for(write_jsonl(DATA), model_target()), f"--direct_running_mode={mode}", "--dry_run=True")
+    assert result.code == 0, result.stderr
+    assert "dry run: built the FnApiRunner job" in result.stdout
+    assert clean_server.stats()["requests"] == 0  # the free probe only: no row was sent
+    assert not result.output.exists()
+
+
 def test_an_output_the_run_would_refuse_is_refused_before_the_request(
     clean_server, model_target, write_jsonl, run_eval
 ) -> None:
