@@ -1,7 +1,7 @@
 """``examples/airflow/nightly_eval.py`` run for real: ``airflow dags test`` for four nights, offline, on sqlite.
 
 Airflow 3.3.2 and its providers live in their own virtual environment (``airflow_env``,
-built by ``scripts/test.sh`` before pytest starts, or here on first use); the DAG's ``python``
+built by ``scripts/test.sh`` beside pytest, or here on first use); the DAG's ``python``
 parameter points at this interpreter, which has the evaluator. The model is the project's
 test server on 127.0.0.1, which echoes the question:
 
