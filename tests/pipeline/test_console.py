@@ -25,6 +25,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "sample_qa_with_outputs.jsonl"
 
 
+@pytest.fixture(autouse=True)
+def _console_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` sets PYTHONSAFEPATH for the processes it starts; keep it from leaking into later tests.
+
+    Setting it here first makes monkeypatch restore the variable's earlier state (unset) after each test:
+    a script run later in this pytest process (a benchmark that imports its own directory) would
+    otherwise lose its script directory from ``sys.path``.
+    """
+    monkeypatch.setenv("PYTHONSAFEPATH", os.environ.get("PYTHONSAFEPATH", "1"))
+
+
 def exit_code(argv: list[str]) -> int | str | None:
     """What the console script would exit with (argparse's ``--help`` exits by raising ``SystemExit``)."""
     try:
