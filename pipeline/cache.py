@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 
 from beameval.cache import store
 from beameval.cache.journal import JOURNAL_DIR
@@ -37,9 +36,7 @@ def run_store_use(config: EvalConfig, flags: EvalOptions) -> StoreUse:
     return store_use(config.cache, flags.cache, bool(flags.no_cache))
 
 
-def lookup_shards(
-    config: EvalConfig, output: str, use: StoreUse, resume: bool, preflight: Sequence[str] = ()
-) -> list[str] | None:
+def lookup_shards(config: EvalConfig, output: str, use: StoreUse, resume: bool) -> list[str] | None:
     """The shards whose responses answer this run's requests, listed now; None when nothing is looked up.
 
     Args:
@@ -47,12 +44,12 @@ def lookup_shards(
         output: the output directory (its journal counts with ``--resume``).
         use: the run's use of the store.
         resume: ``--resume`` was given.
-        preflight: the journal shards this run's preflight wrote (``pipeline.first_answer``):
-            a fresh run reads those and no other shard of its journal.
 
     Returns:
-        The store's shards (when readable), the journal's (with ``--resume``; else only the
-        preflight's); None when there are none.
+        The store's shards (when readable) and the journal's (with ``--resume``: a fresh
+        run never reads an older journal); None when there are none, and the run sends
+        every request without a join. Listed before the preflight's answer is journalled
+        (``pipeline.first_answer.hand_off``): that row is answered from the answer itself.
 
     """
     if config.target is None and not needs_metric_calls(config.metrics):
@@ -60,9 +57,7 @@ def lookup_shards(
     found: list[str] = []
     if resume:
         journal = _journal_dir(output)
-        found += store.shards(files_for(journal), journal)  # the preflight's among them
-    else:
-        found += preflight
+        found += store.shards(files_for(journal), journal)
     if use.read and use.path is not None:
         entries = f"{use.path}/{store.ENTRIES_DIR}"
         found += store.shards(files_for(entries), entries)

@@ -7,14 +7,16 @@ store already answers it (``answered_in``). The preflight runs before OUT_DIR is
 prepared (a run it stops leaves OUT_DIR as it was), so the answer is kept in memory. Once
 ``prepare_output`` has made OUT_DIR ready, ``hand_off`` writes it into the journal,
 ``OUT_DIR/_responses/``, as a shard of its own holding the entry ``GenerateSamples`` would
-have written; the run reads
-that shard (``pipeline.cache.lookup_shards``: a fresh run reads only the shards its
-preflight wrote, never an older journal) and ``transforms.cache.AnswerFromStore``
-answers the row from it. The row was paid for by this run, so it is no cache hit: it
-carries the preflight's attempts and latency (``HandOff.answered``) and counts in
-``usage`` as one request with its tokens, and its tokens and dollars come off the budget
-the workers get (``HandOff.spent_after``). A ``--resume`` finds the answer in the journal
-like any other (``answered_in``), so the preflight does not send it again.
+have written (so a killed run's ``--resume`` finds it like any other), and hands it to
+``GenerateSamples`` (``HandOff.reply``): that row's sample 0, if its request has the
+preflight's key, is answered from it as from a fresh reply, unsent and not journalled
+again; every other row costs one integer comparison. The run's store lookups are listed
+before that shard is written, so a fresh run without a store sends its rows straight to
+the target, never through the store's join. The row was paid for by this run, so it is
+no cache hit: it carries the preflight's attempts and latency and counts in ``usage`` as
+one request with its tokens, and its tokens and dollars come off the budget the workers
+get (``HandOff.spent_after``). A ``--resume`` finds the answer in the journal like any
+other (``answered_in``), so the preflight does not send it again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from beameval.cache import store
@@ -34,17 +36,17 @@ from beameval.config.schema import EvalConfig
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
 from beameval.core.prompt import render_prompt
-from beameval.core.records import InferenceInfo, InputRow
+from beameval.core.records import InputRow
 from beameval.core.sanitize import RowTooLarge, check_row
 from beameval.core.templates import Template
-from beameval.inference.first_request import FirstAnswer, keyed, send_first_request, target_where
+from beameval.inference.first_request import FirstAnswer, HandedReply, keyed, send_first_request, target_where
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
 from transforms.batch import uses_batch_mode
-from transforms.cache import Answered, files_for, target_request
+from transforms.cache import files_for, target_request
 
 __all__ = ["FirstRow", "HandOff", "answered_in", "first_answer", "hand_off"]
 
@@ -61,18 +63,15 @@ class FirstRow(NamedTuple):
 
 @dataclass(frozen=True)
 class HandOff:
-    """What the run takes from its preflight: the journal shards written, the rows they answer, what they cost.
+    """What the run takes from its preflight: the answer for ``GenerateSamples``, and what it cost.
 
     Attributes:
-        shards: the journal shards holding the preflight's answers (read by a fresh run).
-        answered: response key -> the row the preflight sent it for and its call
-            (attempts, latency, status); rows of the same request are sent as usual.
-        tokens: the tokens the answers used.
-        usd: their cost.
+        reply: the row the preflight answered and its call (None: nothing was sent).
+        tokens: the tokens the answer used.
+        usd: its cost.
     """
 
-    shards: list[str] = field(default_factory=list)
-    answered: dict[str, Answered] = field(default_factory=dict)
+    reply: HandedReply | None = None
     tokens: float = 0.0
     usd: float = 0.0
 
@@ -139,7 +138,11 @@ def first_answer(
 
 
 def hand_off(first: tuple[int, FirstAnswer] | None, output: str) -> HandOff:
-    """Record the preflight's answer in ``output``'s journal (prepared by now); nothing when there is none."""
+    """Record the preflight's answer in ``output``'s journal (prepared by now); nothing when there is none.
+
+    Call it after the run's store lookups are listed (``pipeline.cache.lookup_shards``):
+    the row is answered from ``HandOff.reply``, and the shard is for a later ``--resume``.
+    """
     if first is None:
         return HandOff()
     row_index, answer = first
@@ -147,8 +150,7 @@ def hand_off(first: tuple[int, FirstAnswer] | None, output: str) -> HandOff:
     writer = JournalWriter(journal, files_for(journal), flush_interval=0)  # its own shard, closed at once
     writer.record(answer.key, answer.response, answer.model)
     writer.close()
-    info = InferenceInfo(answer.latency_s, answer.attempts, answer.status, request_hash=answer.request_hash)
-    return HandOff(list(writer.shards), {answer.key: Answered(row_index, info)}, float(answer.tokens), answer.usd)
+    return HandOff(answer.handed(row_index), float(answer.tokens), answer.usd)
 
 
 def answered_in(shards: Sequence[str], key: str, handler: TargetHandler) -> bool:

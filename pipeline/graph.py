@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -11,11 +11,12 @@ from apache_beam.io.filesystems import FileSystems
 from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.schema import EvalConfig
 from beameval.core.scoring import RowScorer
+from beameval.inference.first_request import HandedReply
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
-from transforms.cache import Answered, LookupResponses
+from transforms.cache import LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_batch import BatchMetricCalls
 from transforms.metric_cache import LookupMetricResponses
@@ -40,7 +41,7 @@ def build_graph(
     run_id: str,
     stored_shards: Sequence[str] | None = None,
     stage: str | None = None,
-    answered: Mapping[str, Answered] | None = None,
+    handed: HandedReply | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -55,12 +56,12 @@ def build_graph(
             (``--resume``, ``cache:``); None sends every request.
         stage: where rows/, errors/ and the summaries are written until the run publishes
             them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
-        answered: the response keys the preflight's request answered, with its call
-            (``pipeline.first_answer.HandOff``): those rows count as this run's requests.
+        handed: the preflight's answer to the first row's request
+            (``pipeline.first_answer.HandOff``): ``GenerateSamples`` answers that row with it.
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, answered)
+    scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, handed)
     _progress(pipeline, scored, run_id, read, limit)
 
 
@@ -74,7 +75,7 @@ class TargetBranch:
     run_id: str
     stored_shards: Sequence[str] | None
     stage: str
-    answered: Mapping[str, Answered] | None = None
+    handed: HandedReply | None = None
 
 
 def build_targets_graph(
@@ -125,7 +126,7 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
             branch.run_id,
             branch.stored_shards,
             branch.stage,
-            branch.answered,
+            branch.handed,
             rendered=True,
         )
 
@@ -152,7 +153,7 @@ def _evaluate(
     run_id: str,
     stored_shards: Sequence[str] | None,
     stage: str | None,
-    answered: Mapping[str, Answered] | None = None,
+    handed: HandedReply | None = None,
     rendered: bool = False,
 ) -> beam.PCollection:
     """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows.
@@ -166,11 +167,12 @@ def _evaluate(
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
     if config.target is not None:
-        to_send = _to_send(samples, config, stored, rendered, answered)
+        to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:
-            generated = to_send | "GenerateSamples" >> beam.ParDo(GenerateSamples(config, run_id, journal))
+            generate = GenerateSamples(config, run_id, journal, handed)
+            generated = to_send | "GenerateSamples" >> beam.ParDo(generate)
     elif metric_calls:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
@@ -195,11 +197,7 @@ def _evaluate(
 
 
 def _to_send(
-    samples: beam.PCollection,
-    config: EvalConfig,
-    stored: beam.PCollection | None,
-    rendered: bool,
-    answered: Mapping[str, Answered] | None,
+    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool
 ) -> beam.PCollection:
     """The samples on their way to the target: prompts rendered, spread over the workers or joined with the store.
 
@@ -213,7 +211,7 @@ def _to_send(
         spread = samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
-    return keyed | "LookupResponses" >> LookupResponses(config, stored, answered)
+    return keyed | "LookupResponses" >> LookupResponses(config, stored)
 
 
 def _render(config: EvalConfig) -> beam.ParDo:

@@ -81,12 +81,12 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     branches, spent = [], {}
     for name, single in configs.items():
         directory, run_id = target_dir(flags.output, name), run_ids[name]
+        shards = None if dry_run else lookup_shards(single, directory, store, flags.resume)  # before the hand-off
         handed = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
         spent[name] = spent_before(directory) if flags.resume and not dry_run else (0.0, 0.0)
-        shards = None if dry_run else lookup_shards(single, directory, store, flags.resume, handed.shards)
         job = job_config(single, options, handed.spent_after(spent[name]))  # worker count and budget left
         stage = staging_dir(directory, run_id)
-        branches.append(TargetBranch(name, job, directory, run_id, shards, stage, handed.answered))
+        branches.append(TargetBranch(name, job, directory, run_id, shards, stage, handed.reply))
 
     started = time.time()
     pipeline = beam.Pipeline(runner=choose_runner(options), options=options)

@@ -91,22 +91,22 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     store = run_store_use(config, flags)
-    handed = HandOff()
+    handed, shards = HandOff(), None
     if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
         first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
-        handed = hand_off(first, flags.output)  # its answer, into the journal
+        shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
+        handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
     resumed = flags.resume and not dry_run
     spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
-    shards = None if dry_run else lookup_shards(config, flags.output, store, flags.resume, handed.shards)
 
     started = time.time()
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
     stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
     job = job_config(config, options, handed.spent_after(spent))  # worker count and budget left, for the pacers
-    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, answered=handed.answered)
+    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply)
     interval, _, local = progress_settings(options)
     try:
         with watch_progress(run_id, interval if local else 0.0):  # one bar or line for the run (issue 16)

@@ -20,8 +20,8 @@ with it, the memory per bucket by a few bytes an entry).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from typing import IO, Any, NamedTuple
+from collections.abc import Iterator
+from typing import IO, Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -44,7 +44,6 @@ from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = [
     "AnswerFromStore",
-    "Answered",
     "BeamFiles",
     "KeyRequests",
     "LookupResponses",
@@ -156,54 +155,28 @@ class KeyRequests(_TargetRequests):
         yield None, (None, row)
 
 
-class Answered(NamedTuple):
-    """A response this run's preflight received: the row it was sent for, and its call (attempts, latency)."""
-
-    row_index: int
-    info: InferenceInfo
-
-
 class AnswerFromStore(_TargetRequests):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
-    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A reply
-    this run's preflight received (its key in ``answered``) is this run's request, not a
-    cache hit: the row it was sent for (sample 0) carries the preflight's call (attempts,
-    latency) and counts in usage; another row with the same request is sent, as it would
-    be without the preflight.
+    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows.
     """
-
-    def __init__(self, config: EvalConfig, answered: Mapping[str, Answered] | None = None) -> None:
-        super().__init__(config)
-        self._answered = dict(answered or {})
 
     def setup(self) -> None:
         super().setup()
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
-        # The preflight's request, counted where its row is answered (GenerateSamples counts the others).
-        self._requests = Metrics.counter(NAMESPACE, "requests")
-        self._retries = Metrics.counter(NAMESPACE, "retries")
 
     def process(
         self, joined: tuple[tuple[str | None, InputRow], StoredResponse | None]
     ) -> Iterator[InputRow | GeneratedRow]:
         (digest, row), stored = joined
-        fresh = self._answered.get(stored.key) if stored is not None else None
-        if fresh is not None and (row.row_index, row.sample_index) != (fresh.row_index, 0):
-            fresh, stored = None, None  # the same request as the preflight's, from another row: sent as usual
         sample = sample_from_stored(self._handler, stored)
         if sample is None:
             self._misses.inc()
             yield row
             return
-        if fresh is None:
-            self._hits.inc()
-            info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
-        else:
-            info = fresh.info
-            self._requests.inc()
-            self._retries.inc((info.attempts or 1) - 1)
+        self._hits.inc()
+        info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
         yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
@@ -213,16 +186,12 @@ class LookupResponses(beam.PTransform):
     Args:
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
-        answered: the keys this run's preflight answered, with its call (``AnswerFromStore``).
     """
 
-    def __init__(
-        self, config: EvalConfig, stored: beam.PCollection[Any], answered: Mapping[str, Answered] | None = None
-    ) -> None:
+    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any]) -> None:
         super().__init__()
         self._config = config
         self._stored = stored
-        self._answered = answered
 
     def expand(self, rows: beam.PCollection[InputRow]) -> beam.PCollection[Any]:
         return (
@@ -230,5 +199,5 @@ class LookupResponses(beam.PTransform):
             | "KeyRequests" >> beam.ParDo(KeyRequests(self._config))
             | "Batch" >> beam.ParDo(BatchByBucket())
             | "JoinResponses" >> JoinStored(self._stored)
-            | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config, self._answered))
+            | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config))
         )

@@ -35,6 +35,7 @@ from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFail
 from beameval.core.redaction import Redactor
 from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
+from beameval.inference.first_request import HandedReply
 from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import TargetHandler, make_handler
@@ -67,12 +68,24 @@ def repeat_row(row: InputRow, repeats: int) -> Iterator[InputRow]:
 
 
 class GenerateSamples(beam.DoFn):
-    """Build the request from the rendered prompt, call the target, and emit a GeneratedRow per input row."""
+    """Build the request from the rendered prompt, call the target, and emit a GeneratedRow per input row.
 
-    def __init__(self, config: EvalConfig, run_id: str, journal_dir: str | None = None) -> None:
+    Args:
+        config: the run's (single-target) config.
+        run_id: the run's id (strict-mode stop, shared rate limit).
+        journal_dir: OUT_DIR/_responses: every success is recorded there.
+        handed: the preflight's answer to one row's request (``pipeline.first_answer``),
+            already journalled: that row is answered from it, unsent (``_handed_answer``).
+    """
+
+    def __init__(
+        self, config: EvalConfig, run_id: str, journal_dir: str | None = None, handed: HandedReply | None = None
+    ) -> None:
         self._config = config
         self._run_id = run_id
-        self._journal_dir = journal_dir  # OUT_DIR/_responses: every success is recorded there
+        self._journal_dir = journal_dir
+        self._handed = handed
+        self._handed_row = -1 if handed is None else handed.row_index  # no row_index is negative
 
     def setup(self) -> None:
         config = self._config
@@ -120,6 +133,11 @@ class GenerateSamples(beam.DoFn):
         if row.failure is not None or row.item is None:
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
             return
+        if row.row_index == self._handed_row:  # the one comparison every row pays for the preflight's answer
+            handed = self._handed_answer(row)
+            if handed is not None:
+                yield handed
+                return
         if self._run_id in _STOPPING:
             failure = RowFailure("sample_generation", [_NOT_SENT], not_sent=True)
             yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
@@ -153,38 +171,78 @@ class GenerateSamples(beam.DoFn):
     def _recording(
         self, rendered: Any, row: InputRow, prepared: PreparedRequest, learned: bool
     ) -> tuple[PreparedRequest, TargetHandler]:
-        """The request with its wire bytes, and a handler that also records its success in the journal under its key.
+        """The request with its wire bytes, and a handler that also records its success in the journal under its key."""
+        assert self._journal is not None
+        prepared, key = self._keyed(rendered, row, prepared, learned)
+        if key is None:  # not sendable either: the engine reports why
+            return prepared, self._handler
+        return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
+
+    def _keyed(
+        self, rendered: Any, row: InputRow, prepared: PreparedRequest, learned: bool
+    ) -> tuple[PreparedRequest, str | None]:
+        """The request with its wire bytes, and its response key (None when the body has no JSON form).
 
         Responses are keyed by the request as first built: once the handler has learned
         to rename ``max_tokens`` (``ModelHandler.revise``; ``learned``, read after
         ``prepare``, says it may have) a never-sending twin builds the key's request.
         """
-        assert self._journal is not None
         try:
             content = canonical_json(prepared.body)  # serialised once: keyed here, sent as it is
             prepared = dataclasses.replace(prepared, content=content)
             if learned:
-                key = prepared_key(self._key_handler.prepare(rendered, row.item), row.sample_index)
-            else:
-                key = response_key_from_content(
-                    prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
-                )
-        except (EvaluatorError, TypeError, ValueError):  # not sendable either: the engine reports why
-            return prepared, self._handler
-        return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
+                return prepared, prepared_key(self._key_handler.prepare(rendered, row.item), row.sample_index)
+            key = response_key_from_content(
+                prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
+            )
+        except (EvaluatorError, TypeError, ValueError):
+            return prepared, None
+        return prepared, key
+
+    def _handed_answer(self, row: InputRow) -> GeneratedRow | None:
+        """Row ``row`` answered from the preflight's reply, unsent; None when that reply is not its answer.
+
+        Only sample 0 of the row the preflight built its request from, and only if the request
+        built here has the preflight's response key; any other row (another sample, the same
+        request from another row, a config the workers see differently) is sent as usual. The
+        reply is already in the journal (``pipeline.first_answer.hand_off``), so it is not
+        recorded again: a second copy would count twice in ``pipeline.cache stats`` and in
+        the store it is published to. The row takes a fresh reply's path (``_generated_row``)
+        and counts as one request of this run, with the preflight's attempts.
+        """
+        handed = self._handed
+        assert handed is not None
+        if row.sample_index != 0:
+            return None
+        try:
+            rendered = rendered_prompt(row)
+            prepared = self._handler.prepare(rendered, row.item)
+            prepared, key = self._keyed(rendered, row, prepared, self._handler.learned)
+        except Exception:  # noqa: BLE001 - the usual path fails the row, saying why
+            return None
+        if key != handed.key:
+            return None
+        self._requests.inc()
+        self._retries.inc(max(handed.outcome.attempts - 1, 0))
+        row = dataclasses.replace(row, request=_request_text(prepared))  # the rows/ column, as when sent
+        return self._answered(row, handed.outcome)
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""
         for row, outcome in self._pending.drain(block, until_empty):
-            yield guarded(
-                "GenerateSamples",
-                "sample_generation",
-                row.row_index,
-                functools.partial(self._generated_row, row, outcome),
-                functools.partial(self._failed_row, row),
-            )
+            yield self._answered(row, outcome)
         if time.monotonic() >= self._next_report:
             self._report_counters()
+
+    def _answered(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
+        """The row ``outcome`` makes; a bug in making it fails the row, not the bundle."""
+        return guarded(
+            "GenerateSamples",
+            "sample_generation",
+            row.row_index,
+            functools.partial(self._generated_row, row, outcome),
+            functools.partial(self._failed_row, row),
+        )
 
     def _generated_row(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
         info = InferenceInfo(

@@ -56,6 +56,7 @@ __all__ = [
     "WAIT_DEADLINE_S",
     "FirstAnswer",
     "FirstResult",
+    "HandedReply",
     "keyed",
     "rejected_credentials",
     "send_first_request",
@@ -68,12 +69,31 @@ _OVERLOAD = ("hard_overload", "soft_overload")
 
 
 @dataclass(frozen=True)
+class HandedReply:
+    """The preflight's answer as ``GenerateSamples`` takes it: the row it answers, under which key, and the call.
+
+    Pickled into the DoFn, so it holds the parsed reply only (not the body as received).
+
+    Attributes:
+        row_index: the row the request was built from (its sample 0 is the one answered).
+        key: the request's ``response_key``: the row's own request must have it.
+        outcome: the call as the engine would have returned it (the parsed reply, attempts,
+            latency, status, request hash), so the row takes the path of a fresh reply.
+    """
+
+    row_index: int
+    key: str
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
 class FirstAnswer:
-    """The first row's answer, kept to be recorded in the run's journal (``JournalWriter.record``'s arguments).
+    """The first row's answer: recorded in the run's journal (``JournalWriter.record``'s arguments), then used.
 
     Attributes:
         key: the request's ``response_key``, as ``GenerateSamples`` keys it.
         response: the reply body as received, the endpoint's keys masked.
+        sample: the handler's parsed reply, as a fresh reply reaches ``GenerateSamples``.
         model: the model name the request asked for (None for an agent).
         attempts: HTTP attempts it took.
         latency_s: seconds from the first attempt to the answer.
@@ -85,6 +105,7 @@ class FirstAnswer:
 
     key: str
     response: Any
+    sample: dict[str, Any]
     model: str | None
     attempts: int
     latency_s: float
@@ -92,6 +113,11 @@ class FirstAnswer:
     request_hash: str
     tokens: int
     usd: float
+
+    def handed(self, row_index: int) -> HandedReply:
+        """The answer for ``GenerateSamples`` to answer row ``row_index`` (sample 0) with."""
+        outcome = Outcome(self.sample, None, self.status, self.attempts, self.latency_s, self.request_hash)
+        return HandedReply(row_index, self.key, outcome)
 
 
 @dataclass(frozen=True)
@@ -233,9 +259,9 @@ def _answer(outcome: Outcome, key: str, response: Any, model: str | None, quota:
     prompt = prompt if isinstance(prompt, int) and prompt >= 0 else 0
     completion = completion if isinstance(completion, int) and completion >= 0 else 0
     usd = quota.pricing.cost(prompt, completion) if quota.pricing is not None else 0.0
-    assert outcome.status is not None
+    assert outcome.status is not None and outcome.sample is not None
     return FirstAnswer(
-        key, response, model, outcome.attempts, outcome.latency_s, outcome.status, outcome.request_hash,
+        key, response, outcome.sample, model, outcome.attempts, outcome.latency_s, outcome.status, outcome.request_hash,
         prompt + completion, usd,
     )  # fmt: skip
 

@@ -284,3 +284,37 @@ def test_an_unreadable_first_record_leaves_the_preflight_the_next_row(
     first = result.rows[1]  # row 0 is the unreadable line
     assert (first["row_index"], first["cached"], first["attempts"]) == (1, False, 1)
     assert result.results["usage"]["requests"] == 5
+
+
+def test_a_fresh_run_hands_the_answer_over_without_the_store_join(
+    clean_server, model_target, write_jsonl, run_eval
+) -> None:
+    """Nothing to look up: the rows go straight to the target; the preflight's row is answered there, unsent."""
+    result = run_eval(config_for(write_jsonl(DATA), model_target()))
+    assert result.code == 0, result.stderr
+    counters = result.results["run"]["counters"]
+    assert "cache_misses" not in counters and "cache_hits" not in counters  # counted only by the join's last step
+    assert counters["requests"] == ROWS  # the preflight's once, the workers' ROWS - 1
+    assert clean_server.stats()["per_prompt"] == {row["question"]: 1 for row in DATA}
+    entries = [
+        line for shard in (result.output / "_responses").glob("*.jsonl") for line in shard.read_text().splitlines()
+    ]
+    assert len(entries) == ROWS  # the preflight's answer journalled once, by the driver
+
+
+def test_with_a_store_the_join_runs_and_the_preflights_row_is_still_this_runs_request(
+    clean_server, model_target, write_jsonl, run_eval, tmp_path
+) -> None:
+    store = {"path": str(tmp_path / "store")}
+    warm = run_eval({**config_for(write_jsonl(DATA[10:]), model_target()), "cache": store})
+    assert warm.code == 0, warm.stderr
+    clean_server.reset()
+    result = run_eval({**config_for(write_jsonl(DATA), model_target()), "cache": store})
+    assert result.code == 0, result.stderr
+    assert clean_server.stats()["per_prompt"] == {row["question"]: 1 for row in DATA[:10]}  # row 0 by the preflight
+    usage = result.results["usage"]
+    assert usage["requests"] == 10 and usage["cache"] == {"hits": ROWS - 10, "misses": 10}
+    counters = result.results["run"]["counters"]
+    assert (counters["cache_hits"], counters["cache_misses"], counters["requests"]) == (ROWS - 10, 10, 10)
+    first = result.rows[0]
+    assert (first["row_index"], first["cached"], first["attempts"], first["status"]) == (0, False, 1, "ok")
