@@ -9,7 +9,9 @@ state. Each run reports rows/s two ways:
 * ``command``: rows / wall time of the whole command (Beam start-up included);
 * ``busy``: rows / the endpoint's busy window, from the server's first inference request
   to its last answer (``/_stats`` ``first_request_at`` / ``last_response_at``), which
-  excludes interpreter start-up, Beam's job set-up and the writing of results.
+  excludes interpreter start-up, Beam's job set-up and the writing of results. Our side
+  runs with ``--skip_preflight``: the preflight sends the first row's request during
+  start-up, which would open that window seconds early.
 
 Scenarios:
 
@@ -299,7 +301,9 @@ def run_ours(
         ["-m", "pipeline.run"] if not profile_dir else [str(Path(__file__).resolve()), "--profile-child", profile_dir]
     )
     cmd = [sys.executable, *entry, "--config", str(config_path), "--output", str(output), "--overwrite"]
-    cmd += ["--progress_interval=0"]
+    # The preflight's real request would open the server's busy window seconds before Beam starts
+    # sending (it answers row 0 during start-up), so the busy rate would count Beam's start-up.
+    cmd += ["--progress_interval=0", "--skip_preflight"]
     if processes > 1:
         cmd += ["--direct_running_mode=multi_processing", f"--direct_num_workers={processes}"]
     raw = measured_subprocess(cmd, server, our_env(), label)
