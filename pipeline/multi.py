@@ -33,16 +33,16 @@ from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config, spent_before
+from pipeline.report import COMPARISON_FILE
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
 
-__all__ = ["COMPARISON_FILE", "TARGETS_DIR", "run_targets", "target_dir"]
+__all__ = ["TARGETS_DIR", "run_targets", "target_dir"]
 
 #: ``OUT_DIR/targets/NAME/``: each target's complete run directory.
 TARGETS_DIR = "targets"
-COMPARISON_FILE = "comparison.json"
 REPORT_FILE = "report.html"
 
 
