@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from beameval.testserver.harness import PROJECT_ROOT, ServerProcess
+from beameval.testserver.harness import ServerProcess
 from tests.pipeline.test_resume_pipeline import interrupt_halfway, journaled_keys, start_run
+from tests.pipeline.test_runners import DATAFLOW_DRY_RUN
 
 ROWS = 30
 DATA = [{"question": f"question {i}", "answer": f"question {i}" if i % 3 else "other"} for i in range(ROWS)]
@@ -145,12 +146,7 @@ def test_a_fresh_run_does_not_answer_from_an_old_journal(clean_server, model_tar
 def test_a_dry_run_sends_nothing_paid(clean_server, model_target, write_jsonl, run_eval) -> None:
     result = run_eval(
         config_for(write_jsonl(DATA), model_target()),
-        "--runner=DataflowRunner",
-        "--dry_run=True",
-        "--project=my-project",
-        "--region=us-central1",
-        "--temp_location=gs://my-bucket/tmp",
-        f"--setup_file={PROJECT_ROOT / 'setup.py'}",
+        *DATAFLOW_DRY_RUN,
     )
     assert result.code == 0, result.stderr
     assert "dry run" in result.stdout

@@ -225,6 +225,17 @@ def test_multi_processing_matches_default_runner(dataset: Path, run_eval, grpc_b
     assert grpc_binds and all(bind.startswith("localhost:") for bind in grpc_binds), grpc_binds
 
 
+#: Flags that build a Dataflow job offline without submitting it (no project or bucket is contacted).
+DATAFLOW_DRY_RUN = [
+    "--runner=DataflowRunner",
+    "--dry_run=True",
+    "--project=my-project",
+    "--region=us-central1",
+    "--temp_location=gs://my-bucket/tmp",
+    f"--setup_file={PROJECT_ROOT / 'setup.py'}",
+]
+
+
 def test_dataflow_dry_run_builds_the_job_offline(dataset: Path, run_eval) -> None:
     try:
         from apache_beam.runners.dataflow.internal import apiclient  # noqa: F401 - needs the [gcp] extra
@@ -232,12 +243,7 @@ def test_dataflow_dry_run_builds_the_job_offline(dataset: Path, run_eval) -> Non
         pytest.fail("the Dataflow dry run needs the [gcp] extra: pip install '.[test,gcp]'")
     result = run_eval(
         config_for(dataset),
-        "--runner=DataflowRunner",
-        "--dry_run=True",
-        "--project=my-project",
-        "--region=us-central1",
-        "--temp_location=gs://my-bucket/tmp",
-        f"--setup_file={PROJECT_ROOT / 'setup.py'}",
+        *DATAFLOW_DRY_RUN,
     )
     assert result.code == 0, result.stderr
     assert "dry run" in result.stdout and "DataflowRunner" in result.stdout
