@@ -8,6 +8,7 @@ does, except that Holm spans every comparison. Expected p-values come from scipy
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,13 +49,8 @@ def _rules(name: str) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, ServerProcess]]:
     processes = {name: ServerProcess(rules=_rules(name)) for name in WRONG}
-    try:
-        for process in processes.values():
-            process.start()
-        yield processes
-    finally:
-        for process in processes.values():
-            process.stop()
+    with contextlib.ExitStack() as running:  # each server stops however the module ends
+        yield {name: running.enter_context(process) for name, process in processes.items()}
 
 
 def _model(server: ServerProcess) -> dict[str, Any]:

@@ -12,6 +12,7 @@ own groups and to statistics computed here from the rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -65,13 +66,8 @@ def servers() -> Iterator[dict[str, ServerProcess]]:
             {"match": "JUDGE: a", "reply": json.dumps({"confidence": GRADE["right"]})},
         ]
     )
-    try:
-        for process in processes.values():
-            process.start()
-        yield processes
-    finally:
-        for process in processes.values():
-            process.stop()
+    with contextlib.ExitStack() as running:  # each server stops however the module ends
+        yield {name: running.enter_context(process) for name, process in processes.items()}
 
 
 def _config(data: Path, servers: dict[str, ServerProcess], store: Path | None) -> dict[str, Any]:
