@@ -24,6 +24,7 @@ from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.render import RenderPrompts
+from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
@@ -59,7 +60,9 @@ def build_graph(
         handed: the preflight's answer to the first row's request
             (``pipeline.first_answer.HandOff``): ``GenerateSamples`` answers that row with it.
     """
-    read = ReadRows(paths, config.dataset.format, limit)
+    # Offline scoring moves rows in batches (transforms.row_batches); a row waiting for a reply travels alone.
+    offline = config.target is None and not needs_metric_calls(config.metrics)
+    read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if offline else None)
     samples = _read(pipeline, config, read)
     scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, handed)
     _progress(pipeline, scored, run_id, read, limit)
@@ -185,8 +188,11 @@ def _evaluate(
         )
         if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
             generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
-    score = ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=generated is samples)
-    scored = generated | "ScoreRows" >> beam.ParDo(score).with_outputs(ERRORS, main="rows")
+    offline = generated is samples
+    score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
+    if offline:  # batches in, batches out (transforms.row_batches)
+        score = score.with_output_types(RowBatch)
+    scored = generated | "ScoreRows" >> score.with_outputs(ERRORS, main="rows")
     # results.json provenance: the dataset fingerprint, and the models seen in the target's replies
     collect_provenance(fingerprints, None if config.target is None else generated, written)
     _ = scored.rows | "WriteRows" >> WriteRows(written, scorer.score_names, scorer.label_names, scorer.detail_names)

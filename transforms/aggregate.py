@@ -29,6 +29,7 @@ from beameval.stats.breakdown import row_keys
 from beameval.stats.clusters import ClusterAccumulator, ClusterSums, ClusterTotals
 from beameval.stats.repeats import RepeatAccumulator, RowSamples, RowUnit
 from beameval.stats.uncertainty import finish_summary
+from transforms.row_batches import rows_of
 
 __all__ = ["SummarizeRun"]
 
@@ -72,8 +73,9 @@ class _RunSummaryFn(beam.CombineFn):
     def create_accumulator(self) -> RunSummary:
         return RunSummary()
 
-    def add_input(self, accumulator: RunSummary, row: ScoredRow) -> RunSummary:
-        accumulator.add(row)
+    def add_input(self, accumulator: RunSummary, element: ScoredRow | list[ScoredRow]) -> RunSummary:
+        for row in rows_of(element):
+            accumulator.add(row)
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[RunSummary]) -> RunSummary:
@@ -173,7 +175,11 @@ class _StatisticsKeys(beam.DoFn):
         self._cluster = None if statistics.cluster_by is None else field_path(statistics.cluster_by)
         self._repeats = repeats
 
-    def process(self, row: ScoredRow) -> Iterator[Any]:
+    def process(self, element: ScoredRow | list[ScoredRow]) -> Iterator[Any]:
+        for row in rows_of(element):
+            yield from self._keyed(row)
+
+    def _keyed(self, row: ScoredRow) -> Iterator[Any]:
         scopes, cluster = row_keys(row.item_json, self._groups, self._cluster)
         for scope in scopes[1:]:
             yield (scope, row)
@@ -212,7 +218,7 @@ def _finish(overall: dict[str, Any], groups: list[Any], repeats: Any, clusters: 
 
 
 class SummarizeRun(beam.PTransform):
-    """ScoredRow -> a single JSON-ready summary dict (an empty run gives zero counts).
+    """ScoredRow (or batches of them) -> a single JSON-ready summary dict (an empty run gives zero counts).
 
     Args:
         names: the per-row score names, in order.

@@ -43,6 +43,7 @@ from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
 from transforms.cache import journal_for
 from transforms.guard import guarded, unexpected_failure
+from transforms.row_batches import RowBatch
 from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
@@ -61,10 +62,16 @@ def passthrough_offline(row: InputRow) -> GeneratedRow:
     )
 
 
-def repeat_row(row: InputRow, repeats: int) -> Iterator[InputRow]:
-    """``params.repeats``: the row once per sample, ``sample_index`` 0..repeats-1 (failed rows too: counts add up)."""
+def repeat_row(element: InputRow | list[InputRow], repeats: int) -> Iterator[InputRow | list[InputRow]]:
+    """``params.repeats``: the row once per sample, ``sample_index`` 0..repeats-1 (failed rows too: counts add up).
+
+    A batch of rows (``transforms.row_batches``) gives one batch of every row's samples.
+    """
+    if isinstance(element, list):
+        yield RowBatch(dataclasses.replace(row, sample_index=index) for row in element for index in range(repeats))
+        return
     for index in range(repeats):
-        yield dataclasses.replace(row, sample_index=index)
+        yield dataclasses.replace(element, sample_index=index)
 
 
 class GenerateSamples(beam.DoFn):

@@ -37,6 +37,7 @@ from typing import Any
 import apache_beam as beam
 
 from beameval.core.records import ScoredRow
+from transforms.row_batches import rows_of
 
 __all__ = [
     "CountRows",
@@ -135,15 +136,16 @@ class CountRows(beam.DoFn):
             None if self._directory is None else os.path.join(self._directory, f"{os.getpid()}-{uuid.uuid4().hex}")
         )
 
-    def process(self, row: ScoredRow, total: int | None = None) -> Iterable[Any]:
+    def process(self, element: ScoredRow | list[ScoredRow], total: int | None = None) -> Iterable[Any]:
         if self._started is None:
             self._started = time.time()
         self._total = total
-        self._rows += 1
-        if row.failure is not None:
-            self._errors += 1
-        if row.inference.cached:
-            self._cached += 1
+        for row in rows_of(element):
+            self._rows += 1
+            if row.failure is not None:
+                self._errors += 1
+            if row.inference.cached:
+                self._cached += 1
         now = time.monotonic()
         if now - self._last >= (FLUSH_S if self._path is not None else self._interval):
             self._last = now

@@ -40,6 +40,7 @@ from beameval.core.records import InputRow, RowFailure
 from beameval.core.sanitize import RowTooLarge, check_row, clean_text
 from transforms import NAMESPACE
 from transforms.guard import guarded
+from transforms.row_batches import RowBatch
 
 __all__ = ["FINGERPRINTS", "DatasetFingerprintFn", "ReadRows", "list_dataset_files"]
 
@@ -124,10 +125,11 @@ FINGERPRINTS = "fingerprints"
 
 
 class _ReadSplits(beam.DoFn):
-    """Read one split: its rows on the main output, its fingerprint part on ``FINGERPRINTS``."""
+    """Read one split: its rows on the main output (or lists of them), its fingerprint part on ``FINGERPRINTS``."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, batch_rows: int | None) -> None:
         self._limit = limit
+        self._batch_rows = batch_rows
 
     def setup(self) -> None:
         self._rows_read = Metrics.counter(NAMESPACE, "rows_read")
@@ -135,10 +137,16 @@ class _ReadSplits(beam.DoFn):
     def process(self, split: Split, all_splits: list[Split]) -> Iterator[Any]:
         offset = sum(s.rows for s in all_splits if (s.path, s.group) < (split.path, split.group))
         digest = RecordsDigest(offset)
+        rows = read_split(split, offset, self._limit, digest)
         count = 0
-        for row in read_split(split, offset, self._limit, digest):
-            count += 1
-            yield row
+        if self._batch_rows is None:
+            for row in rows:
+                count += 1
+                yield row
+        else:
+            while batch := RowBatch(itertools.islice(rows, self._batch_rows)):
+                count += len(batch)
+                yield batch
         self._rows_read.inc(count)
         if count:
             yield beam.pvalue.TaggedOutput(FINGERPRINTS, (count, digest.value()))
@@ -208,24 +216,27 @@ class ReadRows(beam.PTransform):
         paths: the files to read (from ``list_dataset_files``).
         fmt: the configured format (``auto`` picks by extension).
         limit: keep only rows with ``row_index < limit``.
+        batch_rows: emit lists of up to this many rows instead of one row per element
+            (``transforms.row_batches``: the offline path).
     """
 
-    def __init__(self, paths: list[str], fmt: str, limit: int | None) -> None:
+    def __init__(self, paths: list[str], fmt: str, limit: int | None, batch_rows: int | None = None) -> None:
         super().__init__()
         self._paths = paths
         self._fmt = fmt
         self._limit = limit
+        self._batch_rows = batch_rows
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[InputRow]:
         splits = pbegin | "ListFiles" >> beam.Create(self._paths) | "PlanSplits" >> beam.FlatMap(plan_splits, self._fmt)
         self.splits = splits  # the planned Split records, for consumers that need the row total (progress)
+        read_splits = beam.ParDo(_ReadSplits(self._limit, self._batch_rows), all_splits=beam.pvalue.AsList(splits))
+        if self._batch_rows is not None:
+            read_splits = read_splits.with_output_types(RowBatch)  # its coder (transforms.row_batches)
         read = (
             splits
             | "Distribute" >> beam.Reshuffle()
-            | "ReadSplits"
-            >> beam.ParDo(_ReadSplits(self._limit), all_splits=beam.pvalue.AsList(splits)).with_outputs(
-                FINGERPRINTS, main="rows"
-            )
+            | "ReadSplits" >> read_splits.with_outputs(FINGERPRINTS, main="rows")
         )
         self.fingerprints = read[FINGERPRINTS]  # one (rows, hash) per split, for DatasetFingerprintFn
         return read.rows

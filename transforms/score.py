@@ -19,6 +19,7 @@ from beameval.metrics.base import EndpointMetric, MetricConfig
 from transforms import NAMESPACE
 from transforms.generate import passthrough_offline
 from transforms.guard import guarded
+from transforms.row_batches import RowBatch
 from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["ERRORS", "ScoreRows", "error_record"]
@@ -45,7 +46,10 @@ def error_record(row: ScoredRow) -> dict[str, Any]:
 
 
 class ScoreRows(beam.DoFn):
-    """Emit a ScoredRow per row on the main output and an error record per failed row."""
+    """Emit a ScoredRow per row on the main output and an error record per failed row.
+
+    A batch of rows (``transforms.row_batches``) gives one list of ScoredRows instead.
+    """
 
     def __init__(
         self,
@@ -73,7 +77,19 @@ class ScoreRows(beam.DoFn):
         self._failed = Metrics.counter(NAMESPACE, "rows_failed")
         self._counts = [0, 0]  # rows scored, rows failed: added to the counters at the end of each bundle
 
-    def process(self, element: GeneratedRow | InputRow) -> Iterator[Any]:
+    def process(self, element: GeneratedRow | InputRow | list[InputRow]) -> Iterator[Any]:
+        rows = element if isinstance(element, list) else [element]
+        scored = []
+        for row in rows:
+            done, error = self._score(row)
+            scored.append(done)
+            if error is not None:
+                yield beam.pvalue.TaggedOutput(ERRORS, error)
+        # A batch of the offline path (transforms.row_batches) stays one element.
+        yield from [RowBatch(scored)] if isinstance(element, list) else scored
+
+    def _score(self, element: GeneratedRow | InputRow) -> tuple[ScoredRow, str | None]:
+        """The row's ScoredRow, and its ``errors/`` record when it failed."""
         row = passthrough_offline(cast(InputRow, element)) if self._from_input else cast(GeneratedRow, element)
         scored = guarded(
             "ScoreRows",
@@ -83,10 +99,10 @@ class ScoreRows(beam.DoFn):
             lambda failure: self._writable(self._failed_row(row, failure), row),
         )
         self._counts[0] += 1
-        yield scored
-        if scored.failure is not None and not scored.failure.skipped:
-            self._counts[1] += 1
-            yield beam.pvalue.TaggedOutput(ERRORS, json.dumps(error_record(scored), ensure_ascii=False))
+        if scored.failure is None or scored.failure.skipped:
+            return scored, None
+        self._counts[1] += 1
+        return scored, json.dumps(error_record(scored), ensure_ascii=False)
 
     def finish_bundle(self) -> None:
         scored, failed = self._counts

@@ -18,6 +18,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beameval.core.records import ScoredRow
 from transforms.async_calls import in_global_window
 from transforms.guard import guarded
+from transforms.row_batches import rows_of
 
 __all__ = ["SUMMARY_FILE", "WriteErrors", "WriteRows", "WriteSummary", "rows_schema"]
 
@@ -138,8 +139,8 @@ class _ToArrowBatches(beam.DoFn):
     def start_bundle(self) -> None:
         self._batch: list[ScoredRow] = []
 
-    def process(self, row: ScoredRow) -> Iterator[pa.Table]:
-        self._batch.append(row)
+    def process(self, element: ScoredRow | list[ScoredRow]) -> Iterator[pa.Table]:
+        self._batch.extend(rows_of(element))
         if len(self._batch) >= BATCH_ROWS:
             yield self._flush()
 
@@ -206,7 +207,7 @@ def _failed_record(record: dict[str, Any], schema: pa.Schema, message: str) -> d
 
 
 class WriteRows(beam.PTransform):
-    """Write every scored row to ``<output>/rows/`` as Parquet shards."""
+    """Write every scored row (or batch of them) to ``<output>/rows/`` as Parquet shards."""
 
     def __init__(
         self, output: str, score_names: list[str], label_names: list[str], detail_names: Sequence[str] = ()
