@@ -14,17 +14,13 @@ from transforms.read import ReadRows, list_dataset_files
 from transforms.row_batches import RowBatch, RowBatchCoder, rows_of
 
 
-def test_read_emits_batches_holding_every_row_once_in_dataset_order(
-    write_parquet, write_jsonl, tmp_path
-):
+def test_read_emits_batches_holding_every_row_once_in_dataset_order(write_parquet, write_jsonl, tmp_path):
     write_parquet([{"q": str(i)} for i in range(70)], "a.parquet", row_group_size=16)
     write_jsonl([{"q": str(i)} for i in range(30)], "b.jsonl")
     paths = list_dataset_files(str(tmp_path / "*"))
     pipeline = beam.Pipeline(runner=FnApiRunner())
     batches = pipeline | ReadRows(paths, "auto", 90, batch_rows=7)
-    shapes = batches | beam.Map(
-        lambda batch: (type(batch).__name__, [row.row_index for row in batch])
-    )
+    shapes = batches | beam.Map(lambda batch: (type(batch).__name__, [row.row_index for row in batch]))
     # a.parquet: row groups of 16, 16, 16, 16, 6 rows; b.jsonl: 30 rows, 20 of them under the limit
     expected = []
     for start, size in ((0, 16), (16, 16), (32, 16), (48, 16), (64, 6), (70, 20)):
@@ -54,9 +50,7 @@ def test_coder_round_trips_and_sizes_a_batch_from_its_first_row():
 def _element_types(config_path, tmp_path):
     config = load_config(str(config_path))
     pipeline = beam.Pipeline(runner=FnApiRunner())
-    build_graph(
-        pipeline, config, [config.dataset.path], str(tmp_path / "out"), None, "run"
-    )
+    build_graph(pipeline, config, [config.dataset.path], str(tmp_path / "out"), None, "run")
     types = {}
 
     class Visitor(beam.pipeline.PipelineVisitor):
@@ -76,13 +70,9 @@ def test_only_offline_scoring_runs_on_batches(write_jsonl, tmp_path):
         "candidate": "{{ item.q }}",
     }
     offline = tmp_path / "offline.yaml"
-    offline.write_text(
-        yaml.safe_dump({"dataset": {"path": str(data)}, "metrics": [metric]})
-    )
+    offline.write_text(yaml.safe_dump({"dataset": {"path": str(data)}, "metrics": [metric]}))
     online = tmp_path / "online.yaml"
-    target = {
-        "model": {"url": "http://127.0.0.1:9/v1", "name": "m", "format": "openai"}
-    }
+    target = {"model": {"url": "http://127.0.0.1:9/v1", "name": "m", "format": "openai"}}
     prompt = {"messages": [{"role": "user", "content": "{{ item.q }}"}]}
     online.write_text(
         yaml.safe_dump(
@@ -98,6 +88,4 @@ def test_only_offline_scoring_runs_on_batches(write_jsonl, tmp_path):
     assert offline_types[("ReadRows/ReadSplits/ParDo(_ReadSplits)", None)] is RowBatch
     assert offline_types[("ScoreRows/ParDo(ScoreRows)", None)] is RowBatch
     online_types = _element_types(online, tmp_path)
-    assert (
-        online_types[("ReadRows/ReadSplits/ParDo(_ReadSplits)", None)] is not RowBatch
-    )
+    assert online_types[("ReadRows/ReadSplits/ParDo(_ReadSplits)", None)] is not RowBatch
