@@ -79,14 +79,15 @@ class ScoreRows(beam.DoFn):
 
     def process(self, element: GeneratedRow | InputRow | list[InputRow]) -> Iterator[Any]:
         rows = element if isinstance(element, list) else [element]
-        scored = []
+        scored, errors = [], []
         for row in rows:
             done, error = self._score(row)
             scored.append(done)
             if error is not None:
-                yield beam.pvalue.TaggedOutput(ERRORS, error)
-        # A batch of the offline path (transforms.row_batches) stays one element.
+                errors.append(beam.pvalue.TaggedOutput(ERRORS, error))
+        # A batch of the offline path (transforms.row_batches) stays one element; a row comes before its error record.
         yield from [RowBatch(scored)] if isinstance(element, list) else scored
+        yield from errors
 
     def _score(self, element: GeneratedRow | InputRow) -> tuple[ScoredRow, str | None]:
         """The row's ScoredRow, and its ``errors/`` record when it failed."""
