@@ -60,9 +60,7 @@ def build_graph(
         handed: the preflight's answer to the first row's request
             (``pipeline.first_answer.HandOff``): ``GenerateSamples`` answers that row with it.
     """
-    # Offline scoring moves rows in batches (transforms.row_batches); a row waiting for a reply travels alone.
-    offline = config.target is None and not needs_metric_calls(config.metrics)
-    read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if offline else None)
+    read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if _scores_offline(config) else None)
     samples = _read(pipeline, config, read)
     scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, handed)
     _progress(pipeline, scored, run_id, read, limit)
@@ -188,7 +186,7 @@ def _evaluate(
         )
         if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
             generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
-    offline = generated is samples
+    offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
     if offline:  # batches in, batches out (transforms.row_batches)
         score = score.with_output_types(RowBatch)
@@ -200,6 +198,14 @@ def _evaluate(
     summarize = SummarizeRun(scorer.score_names, config.statistics, config.params.repeats)
     _ = scored.rows | "SummarizeRun" >> summarize | "WriteSummary" >> WriteSummary(written)
     return scored.rows
+
+
+def _scores_offline(config: EvalConfig) -> bool:
+    """No target and no metric endpoint: ScoreRows takes the rows as read, in batches (transforms.row_batches).
+
+    A row that waits for a reply travels alone.
+    """
+    return config.target is None and not needs_metric_calls(config.metrics)
 
 
 def _to_send(
