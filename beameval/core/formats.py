@@ -2,7 +2,7 @@
 
 Beam-free so the parsing rules are unit-testable alone. Values are kept as written:
 JSON types stay JSON types, CSV cells stay strings, and nothing is coerced into dates
-(the reference's pyarrow readers mutate values; REFERENCE_BEHAVIOUR.md 11b.8). A record
+(the reference SDK's pyarrow readers mutate values). A record
 that cannot be parsed is yielded as a failure at its position, never skipped.
 
 Limits, the same for every format (docs/FAILURES.md): a text cell may hold up to

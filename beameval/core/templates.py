@@ -1,6 +1,6 @@
 """Sandboxed Jinja templates, compiled once and rendered per row.
 
-Rendering rules follow the reference SDK (REFERENCE_BEHAVIOUR.md section 3.2): a string
+Rendering rules follow the reference SDK (docs/METRICS.md, "Templates and what they see"): a string
 that is exactly one ``{{ expression }}`` yields the expression's native value; any other
 string renders to text; a template mentioning ``tojson`` has its output JSON-decoded;
 dicts and lists render element-wise. Unlike the reference, templates are compiled once
@@ -95,7 +95,7 @@ def render_text(template: Template, context: Mapping[str, Any], what: str) -> st
     """Render a template whose result must be text.
 
     Numbers are turned into their text form, so ``"{{ item.answer }}"`` works for integer
-    answers (the reference rejects them; REFERENCE_BEHAVIOUR.md 11b.9).
+    answers (the reference SDK rejects them).
 
     Raises:
         TemplateError: rendering failed or produced a list, dict or other non-text value.

@@ -32,7 +32,7 @@ class BleuConfig(MetricConfig):
 
 @register("bleu")
 class Bleu(Metric[BleuConfig]):
-    """Sentence and corpus BLEU with sacrebleu's defaults (REFERENCE_BEHAVIOUR.md 6.3).
+    """Sentence and corpus BLEU with sacrebleu's defaults (docs/METRICS.md, `bleu`).
 
     The row score equals ``sacrebleu.sentence_bleu(candidate, references).score``. The
     corpus score equals ``sacrebleu.corpus_bleu(candidates, [first_references]).score``:

@@ -14,7 +14,7 @@ class ExactMatchConfig(TextPairConfig):
 
 @register("exact-match")
 class ExactMatch(Metric[ExactMatchConfig]):
-    """Normalised string equality (REFERENCE_BEHAVIOUR.md 6.3)."""
+    """Normalised string equality (docs/METRICS.md, `exact-match`)."""
 
     config_class = ExactMatchConfig
     value_range = (0.0, 1.0)

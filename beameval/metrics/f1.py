@@ -45,7 +45,7 @@ def token_f1(candidate: str, reference: str) -> float:
 
 @register("f1")
 class F1(Metric[F1Config]):
-    """Token-overlap F1 (REFERENCE_BEHAVIOUR.md 6.3)."""
+    """Token-overlap F1 (docs/METRICS.md, `f1`)."""
 
     config_class = F1Config
     value_range = (0.0, 1.0)

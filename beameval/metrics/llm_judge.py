@@ -3,8 +3,8 @@
 The judge is an ``EndpointMetric``: ``transforms.metric_calls.CallMetricEndpoints`` sends
 its request (``build_request``) through the worker's shared inference engine before
 scoring (or, with ``model.mode: batch``, ``transforms.metric_batch`` sends all of them
-through the provider's Batch API), and ``score`` only parses the reply. Behaviour follows REFERENCE_BEHAVIOUR.md 2.8,
-3.3, 4.4, 6.6 and 6.7, with these fixes (11b.10):
+through the provider's Batch API), and ``score`` only parses the reply. Behaviour follows the reference SDK's
+judge (docs/METRICS.md, `llm-judge`), with these fixes:
 
 * **JSON in fences or prose is read.** The reply is parsed whole first; otherwise the
   first ``{...}`` that decodes to a JSON object is used, so a reply in a Markdown code

@@ -1,6 +1,6 @@
 r"""number-check: compare the last number found in each of two rendered operands.
 
-Parsing follows the reference SDK exactly (REFERENCE_BEHAVIOUR.md 6.3), quirks included:
+Parsing follows the reference SDK exactly (docs/METRICS.md, `number-check`), quirks included:
 
 * each operand is rendered and then ``str()``-ed, so a rendered ``5`` is ``"5"``;
 * the number is the **last** match of ``[+-]?[.\d]*\d+``: with one dot it is a float,
@@ -120,7 +120,7 @@ class NumberCheckConfig(MetricConfig):
 
 @register("number-check")
 class NumberCheck(Metric[NumberCheckConfig]):
-    """Numeric comparison of two operands (REFERENCE_BEHAVIOUR.md 6.3)."""
+    """Numeric comparison of two operands (docs/METRICS.md, `number-check`)."""
 
     config_class = NumberCheckConfig
     value_range = (0.0, 1.0)

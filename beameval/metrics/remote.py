@@ -129,7 +129,7 @@ class RemoteHandler(TargetHandler):
 
 @register("remote")
 class RemoteMetric(EndpointMetric[RemoteConfig]):
-    """Scores read from a remote scoring service's JSON reply (REFERENCE_BEHAVIOUR.md 6.3)."""
+    """Scores read from a remote scoring service's JSON reply (docs/METRICS.md, `remote`)."""
 
     config_class = RemoteConfig
 

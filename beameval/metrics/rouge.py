@@ -23,7 +23,7 @@ class RougeConfig(TextPairConfig):
 
 @register("rouge")
 class Rouge(Metric[RougeConfig]):
-    """ROUGE F-measures of the candidate against the reference (REFERENCE_BEHAVIOUR.md 6.3).
+    """ROUGE F-measures of the candidate against the reference (docs/METRICS.md, `rouge`).
 
     The scorer (tokeniser and stemmer) is built once per metric instance, not per row.
     """

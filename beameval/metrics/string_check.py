@@ -53,7 +53,7 @@ class StringCheckConfig(MetricConfig):
 
 @register("string-check")
 class StringCheck(Metric[StringCheckConfig]):
-    """Text comparison without normalisation (REFERENCE_BEHAVIOUR.md 6.3)."""
+    """Text comparison without normalisation (docs/METRICS.md, `string-check`)."""
 
     config_class = StringCheckConfig
     value_range = (0.0, 1.0)

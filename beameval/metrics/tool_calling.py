@@ -27,7 +27,7 @@ class ToolCallingConfig(MetricConfig):
 
 @register("tool-calling")
 class ToolCalling(Metric[ToolCallingConfig]):
-    """Tool-call accuracy (REFERENCE_BEHAVIOUR.md 6.3), without mutating the response.
+    """Tool-call accuracy (docs/METRICS.md, `tool-calling`), without mutating the response.
 
     Calls are keyed by function name, so duplicate names collapse to their last
     occurrence and order is ignored; names are case-sensitive. ``None`` arguments count

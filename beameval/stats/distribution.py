@@ -4,7 +4,7 @@ Both accumulator modes reduce to a list of ``(value, count)`` pairs sorted by va
 distinct values themselves (exact mode) or the sketch buckets' representative values
 (sketch mode). Nothing here expands the counts into a list of rows.
 
-Rank rule (REFERENCE_BEHAVIOUR.md section 7.1): with the values sorted as v[0..n-1] and
+Rank rule (the reference SDK's): with the values sorted as v[0..n-1] and
 r = p/100 * (n+1) - 1, the percentile is v[0] when r <= 0, v[n-1] when r >= n-1, and the
 linear interpolation between v[floor r] and v[floor r + 1] otherwise. The rank is computed
 in exact integer arithmetic (numerator p*(n+1) - 100 over 100), so the interpolation

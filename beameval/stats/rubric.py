@@ -3,7 +3,7 @@
 The numeric rubric values are aggregated like any score (a rubric has few distinct
 values, so they stay exact); the chosen labels are counted per row by the run summary.
 This module turns both into the reference's ``AggregateRubricScore`` shape
-(REFERENCE_BEHAVIOUR.md 7.1).
+(docs/METRICS.md, "Range scores and rubric scores").
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from beameval.metrics.text import normalize_text
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        # REFERENCE_BEHAVIOUR.md 6.2, verified examples
+        # the reference SDK's normalisation, verified examples
         ("The Cat!", "cat"),
         ("the end-game", "endgame"),
         ("3.14", "314"),

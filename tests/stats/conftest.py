@@ -1,4 +1,4 @@
-"""Fixtures for the stats tests: a deliberately naive implementation of REFERENCE_BEHAVIOUR.md section 7.1."""
+"""Fixtures for the stats tests: a deliberately naive implementation of the reference SDK's aggregation rules."""
 
 from __future__ import annotations
 
