@@ -6,9 +6,10 @@ Each statistic is a thin CombineFn over a pure accumulator of ``beameval.stats``
 * ``GroupSummaries``: the same RunSummary per ``group_by`` value (a keyed combine);
 * ``RowSamples`` then ``RepeatScopes`` (``params.repeats`` > 1): a keyed combine by
   ``row_index`` gives each row's per-score means, then a keyed combine by scope folds them;
-* ``ClusterSums`` then ``ClusterScopes`` (``cluster_by``): a keyed combine by (scope,
-  cluster value) gives (n_c, Σx) per score, then a keyed combine by scope folds the
-  cluster sums. Neither stage holds the rows: only one accumulator per cluster.
+* ``ClusterSums`` then ``ClusterScopes`` (``cluster_by``): a keyed combine by cluster
+  value gives (n_c, Σx) per score for each scope the cluster meets, then a keyed combine
+  by scope folds the cluster sums. Neither stage holds the rows: only one accumulator per
+  cluster, and one shuffled element per cluster, however the groups cut across them.
 
 ``Finish`` joins them into one JSON-ready summary (side inputs of a few entries per
 scope), so the pipeline still writes a single ``_summary.json``.
@@ -26,7 +27,7 @@ from beameval.config.statistics import StatisticsConfig, field_path
 from beameval.core.records import ScoredRow
 from beameval.core.summary import RunSummary
 from beameval.stats.breakdown import row_keys
-from beameval.stats.clusters import ClusterAccumulator, ClusterSums, ClusterTotals
+from beameval.stats.clusters import ClusterAccumulator, ClusterSums, ClusterTotals, ScopedClusterSums
 from beameval.stats.repeats import RepeatAccumulator, RowSamples, RowUnit
 from beameval.stats.uncertainty import finish_summary
 from transforms.row_batches import rows_of
@@ -89,22 +90,25 @@ class _RunSummaryFn(beam.CombineFn):
 
 
 class _ClusterSumsFn(beam.CombineFn):
-    """Stage one of the clustered error: (n_c, Σx) per score of one (scope, cluster)."""
+    """Stage one of the clustered error: (n_c, Σx) per score of one cluster, for each of its scopes."""
 
     def __init__(self, width: int) -> None:
         self._width = width
 
-    def create_accumulator(self) -> ClusterSums:
-        return ClusterSums(self._width)
+    def create_accumulator(self) -> ScopedClusterSums:
+        return ScopedClusterSums(self._width)
 
-    def add_input(self, accumulator: ClusterSums, values: tuple[float, ...]) -> ClusterSums:
-        return accumulator.add(values)
+    def add_input(
+        self, accumulator: ScopedClusterSums, row: tuple[tuple[str, ...], tuple[float, ...]]
+    ) -> ScopedClusterSums:
+        scopes, values = row
+        return accumulator.add(scopes, values)
 
-    def merge_accumulators(self, accumulators: Iterable[ClusterSums]) -> ClusterSums:
+    def merge_accumulators(self, accumulators: Iterable[ScopedClusterSums]) -> ScopedClusterSums:
         return _merged(accumulators)
 
-    def extract_output(self, accumulator: ClusterSums) -> ClusterSums:
-        return accumulator
+    def extract_output(self, accumulator: ScopedClusterSums) -> dict[str, ClusterSums]:
+        return accumulator.by_scope
 
 
 class _ClusterScopeFn(beam.CombineFn):
@@ -189,16 +193,18 @@ class _StatisticsKeys(beam.DoFn):
         if self._repeats > 1:
             yield beam.pvalue.TaggedOutput(_UNITS, (row.row_index, ((scopes, cluster), values)))
         else:
-            for scope in scopes:
-                yield beam.pvalue.TaggedOutput(_CLUSTERS, ((scope, cluster), values))
+            yield beam.pvalue.TaggedOutput(_CLUSTERS, (cluster, (scopes, values)))
 
 
-def _unit_clusters(unit: RowUnit) -> Iterator[tuple[tuple[str, str], tuple[float, ...]]]:
-    """A row's per-row means, keyed by (scope, cluster) for the cluster stage."""
+def _unit_clusters(unit: RowUnit) -> tuple[str, tuple[tuple[str, ...], tuple[float, ...]]]:
+    """A row's per-row means and scopes, keyed by its cluster for the cluster stage."""
     scopes, cluster = unit.keys
-    means = tuple(score.mean for score in unit.scores)
-    for scope in scopes:
-        yield (scope, cluster), means
+    return cluster, (scopes, tuple(score.mean for score in unit.scores))
+
+
+def _scope_sums(cluster_sums: tuple[str, dict[str, ClusterSums]]) -> Iterator[tuple[str, ClusterSums]]:
+    """One cluster's sums, keyed by each scope it met, for the per-scope fold."""
+    yield from cluster_sums[1].items()
 
 
 def _unit_scopes(unit: RowUnit) -> Iterator[tuple[str, RowUnit]]:
@@ -254,12 +260,12 @@ class SummarizeRun(beam.PTransform):
                 | "UnitScopes" >> beam.FlatMap(_unit_scopes)
                 | "RepeatScopes" >> beam.CombinePerKey(_RepeatScopeFn(width, repeats))
             )
-            cluster_input = units | "UnitClusters" >> beam.FlatMap(_unit_clusters)
+            cluster_input = units | "UnitClusters" >> beam.Map(_unit_clusters)
         if stats.cluster_by is not None:
             cluster_scopes = (
                 cluster_input
                 | "ClusterSums" >> beam.CombinePerKey(_ClusterSumsFn(width))
-                | "ByScope" >> beam.Map(lambda keyed_sums: (keyed_sums[0][0], keyed_sums[1]))
+                | "ByScope" >> beam.FlatMap(_scope_sums)
                 | "ClusterScopes" >> beam.CombinePerKey(_ClusterScopeFn(width))
             )
         return overall | "Finish" >> beam.Map(

@@ -8,8 +8,12 @@ standard error of the mean is::
 
 and the interval is ``m ± t(1−α/2, C−1) · SE`` (docs/STATISTICS.md). It needs only
 (n_c, S_c) per cluster, so the pipeline computes it in two stages, neither of which
-holds the rows: a keyed combine by cluster value (:class:`ClusterSums`), then a combine
-of the cluster sums (:class:`ClusterAccumulator`).
+holds the rows: a keyed combine by cluster value (:class:`ScopedClusterSums`, one
+:class:`ClusterSums` for each scope the cluster's rows belong to), then a combine per scope
+of the cluster sums (:class:`ClusterAccumulator`). Keying stage one by the cluster alone,
+not by (scope, cluster), keeps its key count at the number of clusters: with a
+``group_by`` field that cuts across the clusters, (scope, cluster) pairs number about one
+per row, and every one of them would cross Beam's shuffle as its own accumulator.
 
 :class:`ClusterAccumulator` keeps a map (n_c, S_c) -> number of clusters while there are
 at most ``MAX_EXACT_PAIRS`` distinct pairs (binary scores in clusters of bounded size have
@@ -32,6 +36,7 @@ __all__ = [
     "ClusterAccumulator",
     "ClusterSums",
     "ClusterTotals",
+    "ScopedClusterSums",
     "clustered_fields",
     "cr1_stderr",
 ]
@@ -131,13 +136,19 @@ class ClusterSums:
             This accumulator.
 
         """
+        counts, totals, partials = self.counts, self.totals, self.partials
         for i, value in enumerate(values):
             if value - value != 0.0:  # NaN, or ±inf (inf - inf is NaN)
                 if value == value:
                     self.infinite[i] = True
                 continue
-            self.counts[i] += 1
-            self._add_exact(i, float(value))
+            counts[i] += 1
+            value = float(value)
+            total = totals[i]
+            if partials[i] is None and value.is_integer() and abs(total) < _EXACT_INT and abs(value) < _EXACT_INT:
+                totals[i] = total + value  # the common case of _add_exact, inline: one call less per value
+            else:
+                self._add_exact(i, value)
         return self
 
     def merge_from(self, other: ClusterSums) -> ClusterSums:
@@ -167,6 +178,77 @@ class ClusterSums:
                 return
             partials = self.partials[i] = [total]
         exact_add(partials, value)
+
+
+class ScopedClusterSums:
+    """Stage one, keyed by the cluster alone: one :class:`ClusterSums` per scope its rows belong to.
+
+    A row is in the overall scope and in one group scope per ``group_by`` field, so a
+    cluster's accumulator holds at most (1 + number of groups it meets) sums, and never
+    more scopes than the cluster has rows.
+
+    Args:
+        width: the number of scores; values arrive as sequences in score order.
+
+    """
+
+    __slots__ = ("by_scope", "width")
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.by_scope: dict[str, ClusterSums] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as plain lists: a third of the time and size of pickling the objects, between the stages."""
+        state = {scope: (s.counts, s.totals, s.partials, s.infinite) for scope, s in self.by_scope.items()}
+        return _scoped_sums, (self.width, state)
+
+    def add(self, scopes: Sequence[str], values: Sequence[float]) -> ScopedClusterSums:
+        """Add one row's values to each of its scopes.
+
+        Args:
+            scopes: the row's scopes (overall first, then its groups).
+            values: one float per score, in score order.
+
+        Returns:
+            This accumulator.
+
+        """
+        for scope in scopes:
+            sums = self.by_scope.get(scope)
+            if sums is None:
+                sums = self.by_scope[scope] = ClusterSums(self.width)
+            sums.add(values)
+        return self
+
+    def merge_from(self, other: ScopedClusterSums) -> ScopedClusterSums:
+        """Fold another partial accumulator of the same cluster in, scope by scope.
+
+        Args:
+            other: the accumulator to absorb (its sums may be taken over, not copied).
+
+        Returns:
+            This accumulator.
+
+        """
+        for scope, theirs in other.by_scope.items():
+            mine = self.by_scope.get(scope)
+            if mine is None:
+                self.by_scope[scope] = theirs
+            else:
+                mine.merge_from(theirs)
+        return self
+
+
+def _scoped_sums(
+    width: int, state: dict[str, tuple[list[int], list[float], list[list[float] | None], list[bool]]]
+) -> ScopedClusterSums:
+    """Rebuild a pickled :class:`ScopedClusterSums` (see its ``__reduce__``)."""
+    scoped = ScopedClusterSums(width)
+    for scope, (counts, totals, partials, infinite) in state.items():
+        sums = scoped.by_scope[scope] = ClusterSums.__new__(ClusterSums)
+        sums.counts, sums.totals, sums.partials, sums.infinite = counts, totals, partials, infinite
+    return scoped
 
 
 class _WeightedMoments:

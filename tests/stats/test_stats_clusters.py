@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from beameval.stats.clusters import ClusterAccumulator, ClusterSums, clustered_fields, cr1_stderr
+from beameval.stats.clusters import ClusterAccumulator, ClusterSums, ScopedClusterSums, clustered_fields, cr1_stderr
 from beameval.stats.moments import ExactSum
 
 SEEDS = range(25)
@@ -153,3 +153,30 @@ def test_exact_sum_is_order_independent_and_correctly_rounded() -> None:
     for other in parts[1:]:
         parts[0].merge(other)
     assert parts[0].value == math.fsum(values)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_scoped_sums_split_any_way_equal_one_sum_per_scope_and_cluster(seed: int) -> None:
+    """Keyed by the cluster alone, each scope's sums are those of the rows of that scope and cluster."""
+    rng = random.Random(seed)
+    rows = [
+        (rng.randrange(6), ("overall", f"g:{rng.randrange(4)}"), (float(rng.random() < 0.6), rng.gauss(0, 1)))
+        for _ in range(300)
+    ]
+    by_cluster: dict[int, list[ScopedClusterSums]] = {}
+    for cluster, scopes, values in rows:
+        parts = by_cluster.setdefault(cluster, [ScopedClusterSums(2) for _ in range(rng.randint(1, 3))])
+        rng.choice(parts).add(scopes, values)
+    for cluster, parts in by_cluster.items():
+        parts = [pickle.loads(pickle.dumps(part)) for part in parts]
+        rng.shuffle(parts)
+        merged = parts[0]
+        for other in parts[1:]:
+            merged.merge_from(other)
+        expected_scopes = {scope for c, scopes, _ in rows if c == cluster for scope in scopes}
+        assert set(merged.by_scope) == expected_scopes
+        for scope, sums in merged.by_scope.items():
+            mine = [values for c, scopes, values in rows if c == cluster and scope in scopes]
+            assert sums.counts == [len(mine), len(mine)]
+            assert sums.total(0) == sum(values[0] for values in mine)  # 0/1 scores: exact in any order
+            assert sums.total(1) == math.fsum(values[1] for values in mine)
