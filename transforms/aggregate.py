@@ -184,7 +184,7 @@ class _StatisticsKeys(beam.DoFn):
             yield from self._keyed(row)
 
     def _keyed(self, row: ScoredRow) -> Iterator[Any]:
-        scopes, cluster = row_keys(row.item_json, self._groups, self._cluster)
+        scopes, cluster = row_keys(row.item_json, self._groups, self._cluster, row.item)
         for scope in scopes[1:]:
             yield (scope, row)
         if self._repeats == 1 and cluster is None:

@@ -121,7 +121,10 @@ class ScoreRows(beam.DoFn):
         text = self._text
         if row.notes:
             scored.notes = [*row.notes, *scored.notes]
-        scored.item_json = text(scored.item_json)
+        written = text(scored.item_json)
+        if written != scored.item_json:  # cleaned or masked: the parsed row no longer matches what is written
+            scored.item = None
+        scored.item_json = written
         if scored.output_text is not None:
             scored.output_text = text(scored.output_text)
         if scored.labels:

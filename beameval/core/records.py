@@ -213,6 +213,9 @@ class ScoredRow:
     sample_index: int = 0
     #: text columns for debugging: ``id`` (with ``dataset.id_field``) and each metric's details.
     details: dict[str, str | None] = field(default_factory=dict)
+    #: The parsed row, not written: set only while ``item_json`` is exactly its encoding (no text was
+    #: cleaned or masked), so the statistics keys can read it instead of parsing ``item_json`` again.
+    item: Item | None = field(default=None, repr=False, compare=False)
 
 
 #: ``json.dumps(..., ensure_ascii=False, default=str)`` built once: ``dumps`` with options builds an encoder per call.

@@ -85,6 +85,7 @@ class RowScorer:
             metric_calls=CallUsage.of_replies(row.metric_responses),
             sample_index=row.sample_index,
             details=self._details(row, ctx),
+            item=row.item,
         )
 
     def _details(self, row: GeneratedRow, ctx: MetricContext | None) -> dict[str, str | None]:

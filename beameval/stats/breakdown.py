@@ -28,7 +28,7 @@ def resolve(item: Any, path: Path) -> Any:
 
     Args:
         item: the row (a JSON object).
-        path: the path's segments; a segment indexes a list when it is a number.
+        path: the path's segments; a segment indexes a list (or a Parquet map's key-value pairs) when it is a number.
 
     Returns:
         The value found, with NaN as None.
@@ -40,7 +40,7 @@ def resolve(item: Any, path: Path) -> Any:
             if segment not in current:
                 return None
             current = current[segment]
-        elif isinstance(current, list) and segment.isdigit() and int(segment) < len(current):
+        elif isinstance(current, (list, tuple)) and segment.isdigit() and int(segment) < len(current):
             current = current[int(segment)]
         else:
             return None
@@ -66,13 +66,18 @@ def value_key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def row_keys(item_json: str, groups: Sequence[Path], cluster: Path | None) -> tuple[tuple[str, ...], str | None]:
+def row_keys(
+    item_json: str, groups: Sequence[Path], cluster: Path | None, item: Any = None
+) -> tuple[tuple[str, ...], str | None]:
     """Name the scopes and the cluster of one row.
 
     Args:
         item_json: the row as written to ``rows/`` (raw text for rows that failed to parse).
         groups: the ``group_by`` paths, in config order.
         cluster: the ``cluster_by`` path, or None.
+        item: the row whose exact encoding ``item_json`` is, when the caller has it: the same
+            keys without parsing ``item_json`` again (``value_key`` is a JSON encoding, so a value
+            and its JSON round trip give one key).
 
     Returns:
         ``(scopes, cluster_key)``: ``OVERALL`` then one group scope per path, and the
@@ -81,10 +86,11 @@ def row_keys(item_json: str, groups: Sequence[Path], cluster: Path | None) -> tu
     """
     if not groups and cluster is None:
         return (OVERALL,), None
-    try:
-        item = json.loads(item_json)
-    except ValueError:
-        item = None
+    if item is None:
+        try:
+            item = json.loads(item_json)
+        except ValueError:
+            item = None
     scopes = (OVERALL, *(f"{position}:{value_key(resolve(item, path))}" for position, path in enumerate(groups)))
     return scopes, None if cluster is None else value_key(resolve(item, cluster))
 

@@ -214,3 +214,18 @@ def test_credentials_in_a_url_are_refused_without_echoing_them(write_jsonl, run_
     assert result.code == 2
     assert "'target.model.url': must not carry credentials (user:password@host)" in result.stderr
     assert SECRET not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_secret_in_a_group_by_field_is_masked_in_the_group_names(keyed_server, write_jsonl, run_eval):
+    """Groups are named from the row as written (masked), never from the row as read."""
+    rows = [
+        {"question": "hello there", "answer": "hello there", "team": f"team {SECRET}"},
+        {"question": "what is two", "answer": "two", "team": "plain"},
+    ]
+    config = online(keyed_server, write_jsonl(rows))
+    config["statistics"] = {"group_by": ["team"]}
+    result = run_eval(config)
+    assert result.code == 0, result.stderr
+    groups = sorted(group["value"] for group in result.results["groups"])
+    assert groups == ["plain", "team ***"]
+    assert SECRET not in every_output_text(result.output)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import math
 
 import pytest
 
 from beameval.config.statistics import StatisticsConfig, field_path
+from beameval.core.records import item_json
 from beameval.stats.breakdown import OVERALL, parse_scope, resolve, row_keys, value_key
 from beameval.stats.clusters import ClusterAccumulator
 from beameval.stats.summary import ScoreAccumulator
@@ -77,3 +80,18 @@ def test_statistics_config_validates_paths() -> None:
     assert StatisticsConfig().confidence_level == 0.95
     with pytest.raises(ValueError, match="more than once"):
         StatisticsConfig(group_by=["a", "a"])
+
+
+def test_row_keys_from_the_item_equal_row_keys_from_its_written_json() -> None:
+    """The keys read from a row as read equal the keys of its written JSON, for every type a reader yields."""
+    values = [
+        "geo", "", "é ✓ 中", 3, -0.0, 1.5e300, 2**70, math.nan, math.inf, -math.inf, True, None,
+        [1, "a", None], {"b": 1, "a": [2, {"z": None}]}, [("k", 1), ("j", 2)],  # a Parquet map: key-value tuples
+        datetime.datetime(2026, 12, 2, 17, 0, 5), datetime.date(2026, 1, 1), decimal.Decimal("1.10"), b"\x00bytes",
+    ]  # fmt: skip
+    paths = [("f",), ("f", "0"), ("f", "1"), ("f", "0", "1"), ("f", "a", "1", "z"), ("missing",)]
+    for value in values:
+        item = {"f": value, "other": 1}
+        written = item_json(item, None)
+        for path in paths:
+            assert row_keys(written, [path], path, item) == row_keys(written, [path], path), (value, path)
