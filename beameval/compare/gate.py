@@ -158,8 +158,11 @@ def _record(
         "ci_high": interval.high,
         "confidence_level": confidence_level,
         "range": None if score.value_range is None else list(score.value_range),
-        "test": tests.test if margin is not None else (MCNEMAR if binary else PAIRED_T),
+        "test": MCNEMAR if binary else PAIRED_T,  # the test behind p_value
         "p_value": mcnemar_exact(part.regressed, part.improved) if binary else paired_t_test(part.mean_d, sd, n),
+        # the test behind p_noninferiority and p_regression: exact McNemar only at margin 0 (a shifted null is not
+        # a statement about discordant pairs alone), so a 0/1 score with a margin is tested by paired t
+        "margin_test": tests.test if margin is not None else None,
         "mde": minimum_detectable_effect(sd, n, 1.0 - confidence_level),
         "improved": part.improved,
         "regressed": part.regressed,

@@ -224,7 +224,8 @@ def _columns(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]])
                 f"p regression (δ < −margin), {adjusted}",
                 lambda s, _: (
                     f"{pval(s.get('p_regression_adjusted'))}"
-                    f"<br><small>{pval(s.get('p_regression'))} not adjusted</small>"
+                    f"<br><small>{pval(s.get('p_regression'))} not adjusted"
+                    f"{'' if s.get('margin_test') is None else ' · ' + esc(s.get('margin_test'))}</small>"
                 ),
             )
         )

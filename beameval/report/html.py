@@ -82,11 +82,17 @@ def num(value: Any, digits: int = 4) -> str:
 
 
 def pval(value: Any) -> str:
-    """A p-value as shown: scientific below 0.001 (``9.50e-07``, never ``0.0000``), else 3 significant digits."""
+    """A p-value as shown: never rounded to look like a certainty.
+
+    Scientific below 0.001 (``9.50e-07``, never ``0.0000``), ``> 0.999`` above 0.999 (never a
+    rounded ``1`` beside an exact one), else 3 significant digits.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "–"
-    if value == 0:
-        return "0"
+    if value == 0 or value == 1:
+        return str(int(value))
+    if value > 0.999:
+        return "> 0.999"
     return f"{value:.2e}" if abs(value) < 1e-3 else f"{value:.3g}"
 
 

@@ -225,3 +225,13 @@ def _document(result):
             "failed_candidate": 0,
         },
     }
+
+
+def test_a_binary_score_with_a_margin_names_each_p_values_own_test() -> None:
+    """p_value is exact McNemar for a 0/1 score; the margin tests are paired t once m > 0."""
+    policy = GatePolicy.model_validate({"scores": {"em": {"max_drop": 0.02}}})
+    r = _gate([ScoreInput("em", _binary(180, 14, 4), UNIT)], policy).scores[0]
+    assert r["test"] == "mcnemar-exact" and r["margin_test"] == "paired-t"
+    assert r["p_value"] == pytest.approx(stats.binomtest(14, 18, 0.5).pvalue, rel=1e-12)
+    d = np.array([0] * 180 + [-1] * 14 + [1] * 4, dtype=float)
+    assert r["p_regression"] == pytest.approx(stats.ttest_1samp(d, -0.02, alternative="less").pvalue, rel=1e-9)

@@ -146,8 +146,10 @@ def test_redact_masks_secret_values_and_url_credentials():
 
 
 def test_p_values_use_scientific_notation_when_small():
-    assert [pval(v) for v in (9.5e-07, 0.0001, 0.00099, 0.001, 0.0468, 0.61, 1.0, 0.0, None, math.nan)] == [
-        "9.50e-07", "1.00e-04", "9.90e-04", "0.001", "0.0468", "0.61", "1", "0", "–", "–",
+    values = (9.5e-07, 0.0001, 0.00099, 0.001, 0.0468, 0.61, 0.999, 0.99994, 0.999998, 1.0, 0.0, None, math.nan)
+    assert [pval(v) for v in values] == [
+        "9.50e-07", "1.00e-04", "9.90e-04", "0.001", "0.0468", "0.61",
+        "0.999", "> 0.999", "> 0.999", "1", "0", "–", "–",
     ]  # fmt: skip
 
 
