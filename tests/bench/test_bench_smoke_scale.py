@@ -22,3 +22,18 @@ def test_scale_bench_smoke(tmp_path: Path) -> None:
         assert 0 < r["peak_rss_tree_mib"] < 2048
         assert 0.65 <= r["exact_match_mean"] <= 0.95  # about 80% of generated outputs match
     assert "| offline |" in done.stdout
+
+
+def test_scale_bench_statistics_smoke(tmp_path: Path) -> None:
+    """The statistics case alternates both runs and reports the ratio of the best of each."""
+    report_path = tmp_path / "scale.json"
+    cmd = [sys.executable, "bench/scale.py", "--sizes", "", "--statistics", "2000", "--repeat", "2"]
+    cmd += ["--cache", str(tmp_path / "data"), "--json", str(report_path)]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    base, grouped = json.loads(report_path.read_text())["results"]
+    assert (base["mode"], grouped["mode"]) == ("offline, no statistics", "offline, group_by + cluster_by")
+    assert base["rows"] == grouped["rows"] == 2000
+    assert grouped["wall_ratio"] == round(grouped["wall_s"] / base["wall_s"], 2)
+    assert grouped["wall_ratio_median_of_pairs"] > 0
+    assert done.stderr.count("[2/2]") == 2
