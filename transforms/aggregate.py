@@ -9,7 +9,7 @@ Each statistic is a thin CombineFn over a pure accumulator of ``beameval.stats``
 * ``ClusterSums`` then ``ClusterScopes`` (``cluster_by``): a keyed combine by cluster
   value gives (n_c, Σx) per score for each scope the cluster meets, then a keyed combine
   by scope folds the cluster sums. Neither stage holds the rows: only one accumulator per
-  cluster, and one shuffled element per cluster, however the groups cut across them.
+  cluster, however the groups cut across the clusters.
 
 ``Finish`` joins them into one JSON-ready summary (side inputs of a few entries per
 scope), so the pipeline still writes a single ``_summary.json``.

@@ -62,7 +62,7 @@ def _delta(score: dict[str, Any], level: str) -> str:
         return "(no paired rows)"
     interval = "" if score["ci_low"] is None else f", {level} CI [{score['ci_low']:+.4g}, {score['ci_high']:+.4g}]"
     p_value = score["p_regression_adjusted"]
-    test = "" if p_value is None else f", {score.get('margin_test') or score['test']} adjusted p={p_value:.3g}"
+    test = "" if p_value is None else f", {score['margin_test']} adjusted p={p_value:.3g}"
     return f"(delta {score['delta']:+.4g}{interval}{test}, margin {score['margin']:g})"
 
 
