@@ -12,7 +12,9 @@ file; a glob must match at least one file.
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,14 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _EDGES = "()[],;:'\"|"
 
 
+@functools.cache
 def top_level() -> set[str]:
-    return {entry.name for entry in ROOT.iterdir() if not entry.name.startswith(".") or entry.name == ".ci"}
+    """The repository's top-level entries, without what git ignores (``out/`` of ``run_local.sh``, ``.venv``)."""
+    entries = {entry.name for entry in ROOT.iterdir() if not entry.name.startswith(".") or entry.name == ".ci"}
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--stdin"], cwd=ROOT, input="\n".join(sorted(entries)), capture_output=True, text=True
+    )
+    return entries - set(ignored.stdout.split()) if ignored.returncode in (0, 1) else entries
 
 
 def package_dirs() -> set[str]:
@@ -153,3 +161,18 @@ def test_nothing_points_at_files_users_do_not_have() -> None:
         if any(name in line for name in UNAVAILABLE)
     ]
     assert hits == []
+
+
+def test_git_ignored_folders_are_not_repository_paths():
+    """``run_local.sh`` leaves ``out/``: a page's ``out/results.json`` is a placeholder, not a dangling path."""
+    folder = ROOT / "out"
+    created = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    top_level.cache_clear()
+    try:
+        assert "out" not in top_level() and "docs" in top_level()
+        assert candidate("out/results.json") is None
+    finally:
+        if created:
+            folder.rmdir()
+        top_level.cache_clear()

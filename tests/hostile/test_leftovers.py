@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.server
 import ssl
 import threading
-import time
 import tracemalloc
 from collections.abc import Iterator
 
@@ -59,7 +58,6 @@ def test_tojson_with_a_huge_indent_is_refused_before_it_allocates():
         "{{ item | tojson(indent=10**7) }}",
     ):
         tracemalloc.start()
-        started = time.monotonic()
         try:
             with pytest.raises(TemplateError) as caught:
                 Template(source, "reference").render({"item": item})
@@ -68,7 +66,6 @@ def test_tojson_with_a_huge_indent_is_refused_before_it_allocates():
             tracemalloc.stop()
         assert "exceeded its rendering budget" in str(caught.value) and "tojson" in str(caught.value)
         assert peak < 20_000_000, f"{source}: {peak:,} bytes allocated before the refusal"
-        assert time.monotonic() - started < 2
     assert Template("{{ item | tojson(indent=2) }}", "reference").render({"item": item}) == item
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
@@ -130,11 +129,8 @@ def groups_results(n: int) -> dict:
 
 def test_100000_groups_draw_the_largest_and_summarise_the_rest_in_a_small_page():
     results = groups_results(100_000)
-    started = time.perf_counter()
     page = render_run_report(results, [])
-    elapsed = time.perf_counter() - started
     assert len(page.encode()) < 200_000, len(page.encode())  # 57 MB when every group was drawn
-    assert elapsed < 10, elapsed  # 1-2 s here; generous for a loaded machine
     drawn = re.findall(r'<tr data-group="id=(v\d+)" data-n="(\d+)"', page)
     ranked = sorted(results["groups"], key=lambda g: (-g["counts"]["rows"], g["value"]))
     assert [(v, int(n)) for v, n in drawn] == [(g["value"], g["counts"]["rows"]) for g in ranked[:GROUP_CAP]]

@@ -7,7 +7,6 @@ import json
 import math
 import pickle
 import random
-import time
 
 import numpy as np
 import pytest
@@ -281,19 +280,3 @@ def test_two_valued_score_stays_exact_at_any_size() -> None:
     assert acc.method == "exact" and len(acc.counts) == 2
     assert acc.result("x")["percentiles"]["p50"] == 0.5
     assert MAX_EXACT_DISTINCT == 100_000
-
-
-# ---------------------------------------------------------------- speed of the per-row path
-
-
-def test_add_one_million_two_valued_scores_is_fast() -> None:
-    values = [float(i & 1) for i in range(1_000_000)]
-    acc = ScoreAccumulator()
-    add = acc.add
-    start = time.perf_counter()
-    for v in values:
-        add(v)
-    elapsed = time.perf_counter() - start
-    assert acc.result("x")["count"] == 1_000_000
-    print(f"1,000,000 adds of a 2-valued score: {elapsed:.3f} s")
-    assert elapsed < 2.0  # typically ~0.2 s; generous so a loaded CI machine does not flake

@@ -156,7 +156,7 @@ def test_latency_and_jitter_delay_answers(clean_server: ServerProcess, client: h
     started = time.perf_counter()
     assert chat(client, "slow").status_code == 200
     elapsed = time.perf_counter() - started
-    assert 0.1 <= elapsed < 1.0
+    assert elapsed >= 0.1
 
 
 def test_stall_triggers_client_timeout(clean_server: ServerProcess) -> None:
