@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from beameval.core.crash_points import crash_point
 from beameval.core.durable import disk_full, exchange, fsync_directory, write_atomically
 from beameval.core.errors import OutputError
-from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire
+from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire, refuse_symlink
 from transforms.cache import files_for
 
 __all__ = [
@@ -61,6 +61,7 @@ RUN_ENTRIES = (
     MANIFEST_FILE,
 )
 _STAGING_PREFIX = "_staging-"
+_PROBE = ".write-probe"
 #: Inside the staging folder: the earlier run's entries, kept until the new ones are all in place.
 _REPLACED = "_replaced"
 #: Paths a run writes inside OUT_DIR, one of each kind, for telling whether a dataset glob reaches them.
@@ -75,7 +76,7 @@ _WRITTEN = (
     LOCK_FILE,
 )
 #: The output directories this process holds, with their locks (released by ``release_output``).
-_HELD: list[tuple[str, OutputLock]] = []
+_HELD: list[tuple[str, OutputLock, bool]] = []
 #: How a full disk or quota reads in a message that crossed a process boundary as text.
 _FULL_TEXT = re.compile(r"(No space left on device|Disk quota exceeded)(?:: '([^'\n]+)')?")
 
@@ -91,9 +92,10 @@ def lock_output(output: str, run_id: str) -> OutputLock:
             or the directory cannot be created.
     """
     _refuse_local_file(output)
+    created = _is_local(output) and not os.path.exists(output)
     with _unwritable_as_output_error(output):
         lock = acquire(output, run_id, files_for(output) if not _is_local(output) else None)
-    _HELD.append((output, lock))
+    _HELD.append((output, lock, created))
     if lock.took_over is not None:
         print(
             f"warning: took over the lock of {output!r} left by a run that is no longer running "
@@ -104,9 +106,17 @@ def lock_output(output: str, run_id: str) -> OutputLock:
 
 
 def release_output() -> None:
-    """Release every lock ``lock_output`` took in this process (the end of a run, however it ends)."""
+    """Release every lock ``lock_output`` took in this process (the end of a run, however it ends).
+
+    A directory the lock created and the run left empty (a preflight that failed, a refusal)
+    is removed too: a run that wrote nothing leaves nothing behind.
+    """
     while _HELD:
-        _HELD.pop()[1].release()
+        output, lock, created = _HELD.pop()
+        lock.release()
+        if created:
+            with contextlib.suppress(OSError):  # not empty (or gone): it holds what the run wrote
+                os.rmdir(output)
 
 
 def full_disk_message(exc: BaseException) -> str | None:
@@ -215,10 +225,30 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
         _delete(output, _stale_staging(output))  # folders of runs that crashed before publishing
         if not FileSystems.exists(output):
             FileSystems.mkdirs(output)
-        probe = FileSystems.join(output, ".write-probe")
+        _probe_writable(output)
+
+
+def _probe_writable(output: str) -> None:
+    """Write and delete a small file, so an unwritable OUT_DIR fails now, before anything is paid.
+
+    Locally the probe is created exclusively and without following links: a symbolic link
+    planted at its name is refused by name, and nothing it points to is touched.
+    """
+    probe = FileSystems.join(output, _PROBE)
+    if not _is_local(output):
         with FileSystems.create(probe) as handle:
             handle.write(b"ok")
         FileSystems.delete([probe])
+        return
+    refuse_symlink(probe, "the write probe")
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(probe)  # a run killed between writing and deleting it
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        os.write(fd, b"ok")
+    finally:
+        os.close(fd)
+    os.remove(probe)
 
 
 def publish_outputs(output: str, stage: str, run_id: str) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from beameval.core.errors import OutputError
-from beameval.outputs.lock import LOCK_FILE, Holder, acquire
+from beameval.outputs import lock as lock_module
+from beameval.outputs.lock import LEASE_S, LOCK_FILE, Holder, acquire
 from tests.cache import object_store
 from transforms.cache import BeamFiles
 
@@ -81,13 +82,64 @@ def test_a_released_lock_can_be_taken_at_once_by_another_process(tmp_path: Path)
     lock.release()
 
 
-def test_a_lock_from_another_host_is_refused_with_the_file_to_delete(tmp_path: Path):
-    other = Holder("build-host-7", 4242, time.time() - 60, "elsewhere", "t")
+def test_a_lock_from_another_host_is_refused_while_its_lease_is_fresh(tmp_path: Path):
+    other = Holder("build-host-7", 4242, time.time() - 3600, "elsewhere", "t", time.time() - 30)
     (tmp_path / LOCK_FILE).write_bytes(other.encode())
     with pytest.raises(OutputError) as refused:
         acquire(str(tmp_path), "here")
     assert "pid 4242 on host build-host-7" in str(refused.value)
+    assert f"taken over {LEASE_S:.0f} s after its last renewal" in str(refused.value)
     assert f"delete {str(tmp_path / LOCK_FILE)!r}" in str(refused.value)
+
+
+def test_a_lock_from_another_host_whose_lease_ran_out_is_taken_over(tmp_path: Path):
+    """A run killed on another Airflow worker: the retry on this one takes over once the lease has run out."""
+    gone = Holder("build-host-7", 4242, time.time() - 3600, "crashed-elsewhere", "t", time.time() - LEASE_S - 1)
+    (tmp_path / LOCK_FILE).write_bytes(gone.encode())
+    lock = acquire(str(tmp_path), "retry")
+    assert lock.took_over == gone
+    lock.release()
+
+
+def test_the_holder_renews_its_lease(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(lock_module, "RENEW_EVERY_S", 0.05)
+    lock = acquire(str(tmp_path), "renewing")
+    first = json.loads((tmp_path / LOCK_FILE).read_text())["renewed"]
+    deadline = time.monotonic() + 10
+    while json.loads((tmp_path / LOCK_FILE).read_text())["renewed"] == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["renewed"] > first
+    lock.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_a_folder_inside_a_locked_output_is_refused(tmp_path: Path):
+    """A single-target run on OUT/targets/a while a multi-target run holds OUT would replace a's outputs."""
+    holder = hold(tmp_path, 60)
+    try:
+        inner = tmp_path / "targets" / "a"
+        with pytest.raises(OutputError) as refused:
+            acquire(str(inner), "single-target")
+        message = str(refused.value)
+        assert f"is inside {str(tmp_path)!r}" in message and f"pid {holder.pid}" in message
+        assert not (inner / LOCK_FILE).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = acquire(str(tmp_path / "targets" / "a"), "after")  # the holder is gone: free
+    lock.release()
+
+
+def test_a_symlink_planted_as_the_lock_file_is_refused_and_its_target_untouched(tmp_path: Path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).symlink_to(victim)
+    with pytest.raises(OutputError) as refused:
+        acquire(str(out), "run")
+    assert f"{str(out / LOCK_FILE)!r} is a symbolic link" in str(refused.value)
+    assert victim.read_text() == "keep me"
 
 
 def test_on_an_object_store_a_live_holder_is_refused_and_a_dead_ones_lock_taken_over(tmp_path: Path):

@@ -131,3 +131,28 @@ def test_publishing_on_an_object_store_replaces_every_object_of_the_earlier_run(
         "rows/rows-00000-of-00001.parquet",
     ]
     assert all((root / name).read_text() == "new" for name in left if name != "_manifest.json")
+
+
+def test_a_symlink_planted_as_the_write_probe_is_refused_and_its_target_untouched(write_jsonl, run_eval, tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".write-probe").symlink_to(victim)
+    refused = run_eval(offline(write_jsonl(QA[:10])), output=out)
+    assert refused.code == 2, refused.stderr
+    assert f"{str(out / '.write-probe')!r} is a symbolic link" in refused.stderr
+    assert victim.read_text() == "keep me"
+    assert not (out / "rows").exists()
+
+
+def test_a_symlink_planted_as_the_lock_is_refused_and_its_target_untouched(write_jsonl, run_eval, tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_lock.json").symlink_to(victim)
+    refused = run_eval(offline(write_jsonl(QA[:10])), output=out)
+    assert refused.code == 2, refused.stderr
+    assert f"{str(out / '_lock.json')!r} is a symbolic link" in refused.stderr
+    assert victim.read_text() == "keep me"
