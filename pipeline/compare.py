@@ -36,6 +36,7 @@ from beameval.compare.runs import BASELINE_CHOICES
 from beameval.core.errors import ConfigError, OutputError
 from pipeline.cli import check_flags
 from pipeline.compare_pair import (
+    check_datasets,
     comparison_document,
     flips_counted,
     gate_input,
@@ -69,7 +70,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 _USAGE = (
     "python -m pipeline.compare --baseline OUT_A|latest|previous --candidate OUT_B --output CMP_DIR "
-    "[--key FIELD] [--policy GATE.yaml] [--history DIR] [--group_by FIELD] [Beam options]"
+    "[--key FIELD] [--policy GATE.yaml] [--history DIR] [--group_by FIELD] [--allow_dataset_change] [Beam options]"
 )
 
 
@@ -92,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         help="gate each value of this item field too (repeatable; default: the runs' statistics.group_by)",
+    )
+    parser.add_argument(
+        "--allow_dataset_change",
+        action="store_true",
+        help="compare runs over different datasets even when fewer than 90%% of either side's rows pair",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and Beam's logs")
     return parser
@@ -133,6 +139,9 @@ def compare(argv: list[str]) -> dict[str, Any]:
     result.wait_until_finish()
     tally = take_tally(tally_path)
     refuse_bad_keys(tally, args.key, baseline, candidate)
+    changed = check_datasets(tally, baseline, candidate, args.allow_dataset_change)
+    if changed is not None:
+        plan.warnings.append(changed)
 
     level = policy.confidence_level(config_level(candidate))
     gated = gate_comparison(gate_input(tally, plan, baseline, candidate), policy, level)
@@ -222,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(comparison))
     message = comparison["message"]
     print(message, file=sys.stdout if comparison["verdict"] == "GO" else sys.stderr)
+    for warning in comparison["warnings"]:  # a warning hidden in comparison.json is one nobody reads
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_CODES[comparison["verdict"]]
 
 

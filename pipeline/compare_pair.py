@@ -206,6 +206,47 @@ def refuse_bad_keys(tally: PairTally, key: str, baseline: Run, candidate: Run) -
             )
 
 
+#: Below this share of either side's rows paired, two runs over different datasets are refused.
+MIN_PAIRED_SHARE = 0.9
+
+
+def check_datasets(tally: PairTally, baseline: Run, candidate: Run, allow_change: bool) -> str | None:
+    """A warning when the runs read different datasets; refused when too few rows pair as well.
+
+    Runs whose dataset fingerprints differ may still be comparable (a few rows added or
+    fixed): they are compared, with a warning, when at least 90% of each side's rows pair.
+    Below that the deltas describe two datasets, not two models, and a GO would be a
+    verdict about nothing; ``--allow_dataset_change`` says the user means it.
+
+    Raises:
+        EvaluatorError: the fingerprints differ, fewer than 90% of a side's rows pair and the
+            change was not allowed (naming both datasets).
+    """
+    described = [_dataset(run) for run in (baseline, candidate)]
+    if described[0][1] is None or described[1][1] is None or described[0][1] == described[1][1]:
+        return None
+    rows = [tally.keys[side] + tally.unkeyed[side] for side in (BASELINE, CANDIDATE)]
+    shares = [tally.paired / n if n else 0.0 for n in rows]
+    text = (
+        f"the runs read different datasets: the baseline {described[0][0]!r} (fingerprint {described[0][1][:12]}) "
+        f"and the candidate {described[1][0]!r} (fingerprint {described[1][1][:12]}); {tally.paired} rows pair "
+        f"({shares[0]:.0%} of the baseline's {rows[0]}, {shares[1]:.0%} of the candidate's {rows[1]})"
+    )
+    if min(shares) < MIN_PAIRED_SHARE and not allow_change:
+        raise EvaluatorError(
+            f"{text}, fewer than {MIN_PAIRED_SHARE:.0%} of a side's rows: the deltas would compare two datasets, not "
+            "two models. Compare runs over the same dataset, or pass --allow_dataset_change if the change is meant."
+        )
+    return f"{text}: the deltas include the change of data."
+
+
+def _dataset(run: Run) -> tuple[str, str | None]:
+    """The run's dataset path as configured and its content fingerprint (None for a run without provenance)."""
+    path = ((run.results.get("config") or {}).get("dataset") or {}).get("path")
+    fingerprint = ((run.results.get("provenance") or {}).get("dataset") or {}).get("fingerprint")
+    return str(path), None if fingerprint is None else str(fingerprint)
+
+
 def gate_input(tally: PairTally, plan: PairPlan, baseline: Run, candidate: Run) -> ComparisonInput:
     """The gate's input: each score's sums and known range, ok_rate, and each group's sums."""
     names, group_by = plan.names, plan.group_by

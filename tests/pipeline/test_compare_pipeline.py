@@ -230,6 +230,25 @@ def test_unpaired_and_failed_rows_are_counted(runs, capsys, tmp_path) -> None:
     assert cmp["scores"][0]["delta"] == pytest.approx(want["delta"])
 
 
+def test_runs_over_different_datasets_are_refused_unless_allowed(runs, capsys, tmp_path) -> None:
+    """Half the rows are other questions: the deltas would compare two datasets, so exit 2 naming both."""
+    half = _rows("a")[: N // 2] + [
+        {"id": f"other{i}", "question": "?", "answer": "x y", "output": "x y"} for i in range(N // 2)
+    ]
+    dataset = _write(tmp_path / "half.jsonl", half)
+    other = _run(_config(tmp_path, "half", dataset), tmp_path / "out_half")
+    args = ("--baseline", str(runs["a"]), "--candidate", str(other), "--key", "id")
+    code, cmp, _, err = _compare(capsys, tmp_path / "refused", *args)
+    assert code == 2 and cmp == {}, err
+    assert "the runs read different datasets" in err and "a.jsonl" in err and str(dataset) in err
+    assert f"{N // 2} rows pair (50% of the baseline's {N}, 50% of the candidate's {N})" in err
+    assert "--allow_dataset_change" in err and "Traceback" not in err
+    code, cmp, _, err = _compare(capsys, tmp_path / "allowed", *args, "--allow_dataset_change")
+    assert code in (0, 1, 4) and cmp["counts"]["paired"] == N // 2
+    assert any(w.startswith("the runs read different datasets") for w in cmp["warnings"])
+    assert "warning: the runs read different datasets" in err  # on stderr, not only in comparison.json
+
+
 def test_a_duplicate_key_is_an_error_naming_it(runs, capsys, tmp_path) -> None:
     args = ("--baseline", str(runs["a"]), "--candidate", str(runs["b_dup"]), "--key", "id")
     code, cmp, out, err = _compare(capsys, tmp_path / "dup", *args)
