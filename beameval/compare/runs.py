@@ -3,9 +3,12 @@
 The history holds two kinds of record: one per completed run (``history_record``, with its
 ``output``) and one per comparison gated with ``--history`` (``verdict_record``:
 ``{run_id, verdict, baseline_run_id, compared_at}``). ``latest`` is the most recent run
-that was accepted: its own most recent comparison was GO, or it had no baseline (a run
-never compared counts as one without a baseline), so a run that failed its gate never
-becomes the baseline by being recent; ``previous`` is the most recent run whatever its verdict.
+that was accepted, and accepted means gated: its own most recent comparison was GO, or it
+is the first completed run of its ``eval_hash`` in the history (there was nothing to gate
+it against). A run whose comparison never ran (a crashed compare task) is not accepted, so
+a regression lasting two nights is compared with the last good night both times, and a run
+that failed its gate never becomes the baseline by being recent; ``previous`` is the most
+recent run whatever its verdict.
 """
 
 from __future__ import annotations
@@ -107,14 +110,25 @@ def baseline_run(
             verdicts[record.get("run_id")] = record
     runs = [record for record in items if not is_verdict_record(record)]
     if choice == "latest":
-        runs = [record for record in runs if _accepted(verdicts.get(record.get("run_id")))]
+        first = _first_runs(runs)
+        runs = [
+            record
+            for record in runs
+            if record.get("run_id") in first or (verdicts.get(record.get("run_id")) or {}).get("verdict") == "GO"
+        ]
     return latest_run(runs, eval_hash, exclude_run_id, exclude_output)
 
 
-def _accepted(verdict: dict[str, Any] | None) -> bool:
-    if verdict is None or verdict.get("baseline_run_id") is None:
-        return True  # never compared, or compared with no baseline
-    return verdict.get("verdict") == "GO"
+def _first_runs(runs: list[dict[str, Any]]) -> set[Any]:
+    """The run id of each ``eval_hash``'s first completed run: accepted with nothing to be gated against."""
+    first: dict[Any, dict[str, Any]] = {}
+    for record in runs:
+        if record.get("status", "completed") != "completed":
+            continue
+        earliest = first.get(record.get("eval_hash"))
+        if earliest is None or str(record.get("finished_at") or "") < str(earliest.get("finished_at") or ""):
+            first[record.get("eval_hash")] = record
+    return {record.get("run_id") for record in first.values()}
 
 
 def latest_run(

@@ -71,8 +71,22 @@ def test_latest_skips_runs_that_failed_their_gate_and_previous_does_not() -> Non
     # a later GO of the same run (compared again) makes it accepted
     records.append(verdict_record("r2", "GO", "r1", "2025-01-02T02:00:00.000Z"))
     assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r2"
-    # INCONCLUSIVE is not accepted; a run never compared is
+    # INCONCLUSIVE is not accepted
     records = [runs[0], runs[1], verdict_record("r2", "INCONCLUSIVE", "r1", "2025-01-02T01:00:00.000Z")]
     assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r1"
     table = format_runs([*records, runs[2]], "table").splitlines()
     assert len(table) == 4 and "INCONCLUSIVE" in table[2] and table[3].split()[6] == "-"
+
+
+def test_accepted_means_gated_a_run_whose_compare_never_ran_is_not_latest() -> None:
+    """Night 2 regressed and its compare task crashed: night 3 (the same regression) must still meet night 1."""
+    runs = [history_record(_results(f"r{i}", f"2025-01-0{i}T00:00:00.000Z"), f"/out/{i}") for i in (1, 2, 3)]
+    records = [runs[0], runs[1]]  # r1 never compared either: the first run of its eval_hash, accepted
+    assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r1"
+    assert baseline_run(records, "previous", "e1", "r3", "/out/3")["run_id"] == "r2"
+    records.append(verdict_record("r2", "GO", "r1", "2025-01-02T01:00:00.000Z"))  # once gated GO, r2 is accepted
+    assert baseline_run(records, "latest", "e1", "r3", "/out/3")["run_id"] == "r2"
+    # the first run of another eval_hash is accepted on its own, not the first run of the history
+    other = history_record({**_results("x1", "2025-01-04T00:00:00.000Z")}, "/out/x1")
+    other["eval_hash"] = "e2"
+    assert baseline_run([*records, other], "latest", "e2", "x2", "/out/x2")["run_id"] == "x1"
