@@ -193,7 +193,7 @@ def format_table(comparison: dict[str, Any]) -> str:
             f"{_fmt(s['delta']):>9} {interval:>21} {_fmt(s['margin']):>7} {_fmt(s['p_regression_adjusted']):>9}  "
             f"{s['verdict'] or 'reported'}"
         )
-    family = sum(1 for _, s in rows if s["p_regression_adjusted"] is not None)
+    family = comparison["holm_family"]
     policy = comparison["policy"]
     adjusted = "Holm-adjusted" if policy["correction"] == "holm" else "not adjusted (correction: none)"
     lines.append(

@@ -293,6 +293,7 @@ def comparison_document(
         "scores": gated.scores,
         **({"groups": gated.groups} if plan.group_by else {}),
         "policy": policy,
+        "holm_family": gated.family_size,
         "key": key,
         "group_by": plan.group_by,
         "counts": _counts(tally),

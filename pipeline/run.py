@@ -18,11 +18,13 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
 from beameval.cache.journal import JournalWriter
+from beameval.compare.verdict import overall_verdict
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
 from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
+from pipeline.compare import EXIT_CODES
 from pipeline.config import load_config
 from pipeline.failures import format_failures
 from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
@@ -165,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
     if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
-        print(printable(format_leaderboard(results, results["comparison"])))
+        comparison = results["comparison"]
+        print(printable(format_leaderboard(results, comparison)))
+        if comparison is not None and comparison["policy"]["source"] is not None:  # --policy: a gate, so its code
+            return EXIT_CODES[overall_verdict(c["verdict"] for c in comparison["comparisons"])]
         return 0
     for warning in results.get("warnings", []):
         print(printable(f"warning: {warning}"), file=sys.stderr)

@@ -70,13 +70,18 @@ class ComparisonInput:
 
 @dataclass
 class GateResult:
-    """The JSON-ready score and group records, the verdict, and notes for the message."""
+    """The JSON-ready score and group records, the verdict, and notes for the message.
+
+    ``family_size``: how many p-values the multiplicity correction adjusted together (every
+    comparison of one call shares the family): the number a user is told.
+    """
 
     scores: list[dict[str, Any]]
     groups: list[dict[str, Any]]
     verdict: Verdict
     confidence_level: float
     notes: list[str] = field(default_factory=list)
+    family_size: int = 0
 
 
 def gate_comparison(comparison: ComparisonInput, policy: GatePolicy, confidence_level: float) -> GateResult:
@@ -115,6 +120,8 @@ def gate_comparisons(
     adjusted = holm(raw) if policy.correction == "holm" else raw
     for record, p_value in zip(family, adjusted, strict=True):
         record["p_regression_adjusted"] = p_value
+    for result in results:
+        result.family_size = len(family)
     for comparison, result in zip(comparisons, results, strict=True):
         for record in [*result.scores, *(r for g in result.groups for r in g["scores"])]:
             _decide(record, level, confidence_level, policy.min_pairs)

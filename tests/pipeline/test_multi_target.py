@@ -180,7 +180,9 @@ def test_comparisons_equal_pipeline_compare_except_the_run_wide_correction(runs,
     assert tiny["p_regression_adjusted"] == pytest.approx(max(2 * p_small, p_tiny))
     assert [c["verdict"] for c in comparison["comparisons"]] == ["INCONCLUSIVE", "INCONCLUSIVE"]
     # exact-match and ok_rate are gated in both; ok_rate (se = 0 within its margin) stays out of the family
-    assert comparison["correction"] == {"method": "holm", "comparisons": 2, "gated_scores": 4}
+    # the printed family is the one Holm adjusted over (it said 4, counting ok_rate's certain records)
+    assert comparison["correction"] == {"method": "holm", "comparisons": 2, "gated_scores": 2}
+    assert all(c["holm_family"] == 2 for c in comparison["comparisons"])
     assert [c["scores"][1]["p_regression_adjusted"] for c in comparison["comparisons"]] == [1.0, 1.0]
 
 
@@ -272,7 +274,8 @@ def test_policy_applies_to_the_comparisons_and_is_refused_without_targets(server
     policy = tmp / "gate.yaml"
     policy.write_text("correction: none\n")
     store = ("--cache", str(tmp / "store"))  # filled by the earlier runs: nothing is sent
-    assert _run(_multi_config(runs["data"], servers), tmp / "uncorrected", "--policy", str(policy), *store) == 0
+    # --policy makes the run a gate: its exit code is the verdict's (1: a candidate is NO-GO), as compare's is
+    assert _run(_multi_config(runs["data"], servers), tmp / "uncorrected", "--policy", str(policy), *store) == 1
     comparison = json.loads((tmp / "uncorrected" / "comparison.json").read_text())
     small = comparison["comparisons"][0]
     assert small["verdict"] == "NO-GO"  # as pipeline.compare alone decides it
