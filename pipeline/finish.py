@@ -21,6 +21,7 @@ from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.batch.ledger import metric_scope
+from beameval.outputs.groups import GROUPS_FILE, bound_groups, groups_parquet
 from pipeline.cache import publish_run
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.history import append_run
@@ -29,7 +30,7 @@ from pipeline.output_dir import publish_outputs
 from pipeline.provenance import build_provenance
 from pipeline.quota import budget_fields, costs
 from pipeline.report import report_after_run
-from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
+from pipeline.results import RESULTS_FILE, build_results, read_json, write_file_atomically, write_json_atomically
 from pipeline.summary import format_summary_table
 from transforms import NAMESPACE
 from transforms.batch import batch_metrics, batch_usage, uses_batch_mode
@@ -95,6 +96,9 @@ def finish_run(
     results["status"] = "completed" if over is None else "failed"
     if over is None and results.get("stopped"):
         results["status"] = "stopped"
+    every_group = bound_groups(results)  # results.json stays small whatever the number of group values
+    if every_group is not None:
+        write_file_atomically(f"{output.rstrip('/')}/{GROUPS_FILE}", groups_parquet(every_group))
     write_json_atomically(f"{output.rstrip('/')}/{RESULTS_FILE}", results)
     if history and results["status"] == "completed":  # one line in HISTORY/runs.jsonl per completed run
         append_run(history, results, output)

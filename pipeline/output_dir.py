@@ -30,6 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from beameval.core.crash_points import crash_point
 from beameval.core.durable import disk_full, exchange, fsync_directory, write_atomically
 from beameval.core.errors import OutputError
+from beameval.outputs.groups import GROUPS_FILE
 from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire, refuse_symlink
 from transforms.cache import files_for
 
@@ -55,6 +56,7 @@ RUN_ENTRIES = (
     "_summary.json",
     "_provenance.json",
     "report.html",
+    GROUPS_FILE,
     "rows",
     "errors",
     JOURNAL_ENTRY,
@@ -266,7 +268,7 @@ def publish_outputs(output: str, stage: str, run_id: str) -> None:
     OUT_DIR or in the staging folder, which the next run removes.
     """
     staged = sorted(_children(stage))
-    entries = sorted({*staged, "results.json", "report.html", JOURNAL_ENTRY, MANIFEST_FILE})
+    entries = sorted({*staged, "results.json", "report.html", GROUPS_FILE, JOURNAL_ENTRY, MANIFEST_FILE})
     earlier = [name for name in _earlier_entries(output) if name not in (JOURNAL_ENTRY, MANIFEST_FILE)]
     _write_json(FileSystems.join(output, MANIFEST_FILE), {"run_id": run_id, "entries": entries})
     crash_point("publish-manifest")

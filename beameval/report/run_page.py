@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beameval.outputs.groups import GROUPS_FILE, largest_groups
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
 from beameval.report.rows import group_token, reference_fields, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
 from beameval.report.sample import FailureBreakdown, SampleInfo
 
-__all__ = ["GROUP_CAP", "largest_groups", "render_run_report", "run_title"]
+__all__ = ["GROUP_CAP", "render_run_report", "run_title"]
 
 #: Groups drawn per ``group_by`` field, largest first; the rest are summarised in one line.
 #: 100,000 distinct values drawn in full made a 57 MB page that took 96 s to render.
@@ -53,7 +54,7 @@ def render_run_report(
     scores = _scores(results)
     all_groups = [g for g in results.get("groups") or [] if isinstance(g, Mapping)]
     group_fields = list(dict.fromkeys(str(g.get("by")) for g in all_groups))
-    groups = {by: largest_groups([g for g in all_groups if str(g.get("by")) == by]) for by in group_fields}
+    groups = {by: largest_groups([g for g in all_groups if str(g.get("by")) == by], GROUP_CAP) for by in group_fields}
     drawn = [g for shown, _ in groups.values() for g in shown]
     title = run_title(results)
     run_id = (results.get("provenance") or {}).get("run_id")
@@ -65,7 +66,9 @@ def render_run_report(
         + "</p>",
         _headline(results, scores),
         _histograms(scores),
-        _groups(groups, [str(s["name"]) for s in scores]),
+        _groups(
+            groups, [str(s["name"]) for s in scores], GROUPS_FILE if results.get("groups_summary") else "results.json"
+        ),
         _failures(results, failures),
         _rows_section(results, rows, scores, group_fields, drawn, failures, sample),
         usage_section(results.get("usage") or {}),
@@ -99,24 +102,9 @@ def run_title(results: Mapping[str, Any]) -> str:
     return f"{title}, {date}" if date else title
 
 
-def largest_groups(
-    entries: Sequence[Mapping[str, Any]], cap: int = GROUP_CAP
-) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
-    """The ``cap`` largest groups (by rows, then value) and a summary of the rest: groups, rows, errors."""
-
-    def size(group: Mapping[str, Any]) -> int:
-        rows = (group.get("counts") or {}).get("rows")
-        return rows if isinstance(rows, int) else 0
-
-    ranked = sorted(entries, key=lambda g: (-size(g), str(g.get("value"))))
-    rest = ranked[cap:]
-    summary = {
-        "groups": len(rest),
-        "rows": sum(size(g) for g in rest),
-        "errors": sum(int((g.get("counts") or {}).get("errors") or 0) for g in rest),
-        "largest": size(rest[0]) if rest else 0,
-    }
-    return ranked[:cap], summary
+def _every_group_in(results: Mapping[str, Any]) -> str:
+    """The file that lists every group: results.json, or groups.parquet when results.json lists only the largest."""
+    return GROUPS_FILE if results.get("groups_summary") else "results.json"
 
 
 def _when(results: Mapping[str, Any]) -> str:
@@ -181,7 +169,9 @@ def _histograms(scores: Sequence[Mapping[str, Any]]) -> str:
     return f'<section id="histograms"><h2>Distributions</h2><div class="charts">{"".join(figures)}</div></section>'
 
 
-def _groups(groups: Mapping[str, tuple[list[Mapping[str, Any]], dict[str, int]]], score_names: Sequence[str]) -> str:
+def _groups(
+    groups: Mapping[str, tuple[list[Mapping[str, Any]], dict[str, int]]], score_names: Sequence[str], every: str
+) -> str:
     if not groups:
         return ""
     out = ['<section id="groups"><h2>Groups</h2><p class="sub">Click a column head to sort.</p>']
@@ -220,7 +210,7 @@ def _groups(groups: Mapping[str, tuple[list[Mapping[str, Any]], dict[str, int]]]
             note = (
                 f'<p class="note groups-rest" data-by="{attr(by)}">The {len(entries):,} largest of {total:,} groups '
                 f"are drawn. The other {rest['groups']:,} groups hold {rest['rows']:,} rows ({rest['errors']:,} "
-                f"failed), at most {rest['largest']:,} rows each; results.json holds every group.</p>"
+                f"failed), at most {rest['largest']:,} rows each; {esc(every)} holds every group.</p>"
             )
         out.append(
             f'<h3>by {esc(by)} ({total:,} groups)</h3>{note}<div class="scroll">'

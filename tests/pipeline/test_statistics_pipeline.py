@@ -256,3 +256,40 @@ def test_bad_statistics_config_is_refused(write_jsonl, run_eval, statistics, par
     result = run_eval(config)
     assert result.code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_many_groups_keep_results_json_small_and_every_group_in_groups_parquet(write_jsonl, run_eval, tmp_path):
+    """A group per row (3,000 values): results.json lists the 1,000 largest, groups.parquet all of them."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    rows = [
+        {"doc": f"d{i // 2 if i < 400 else i}", "answer": "a", "output": "a" if i % 3 else "b"} for i in range(3000)
+    ]
+    config = offline_config(write_jsonl(rows), group_by=["doc"])
+    out = tmp_path / "groups"
+    result = run_eval(config, output=out)
+    assert result.code == 0, result.stderr
+    results = json.loads((out / "results.json").read_text())
+    expected = {}
+    for i, row in enumerate(rows):
+        expected.setdefault(row["doc"], []).append(1.0 if i % 3 else 0.0)
+    assert results["groups_summary"]["total"] == len(expected) == 2800
+    assert results["groups_summary"]["listed"] == len(results["groups"]) == 1000
+    assert results["groups_summary"]["rest"]["groups"] == 1800 and results["groups_summary"]["file"] == "groups.parquet"
+    listed = {g["value"]: g for g in results["groups"]}
+    assert all(listed[f"d{j}"]["counts"]["rows"] == 2 for j in range(200))  # the 200 two-row groups come first
+    table = pq.read_table(out / "groups.parquet").to_pylist()
+    assert len(table) == 2800
+    for record in table:
+        values = expected[json.loads(record["value"])]
+        assert record["by"] == "doc" and record["rows"] == len(values)
+        assert record["exact-match.exact-match.mean"] == pytest.approx(sum(values) / len(values))
+    assert (out / "results.json").stat().st_size < 20_000_000
+    # a rerun with few groups leaves no groups.parquet of the earlier run behind
+    again = run_eval(offline_config(write_jsonl(rows[:10], "few.jsonl"), group_by=["doc"]), "--overwrite", output=out)
+    assert again.code == 0, again.stderr
+    assert not (out / "groups.parquet").exists() and "groups_summary" not in json.loads(
+        (out / "results.json").read_text()
+    )
