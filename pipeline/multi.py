@@ -27,6 +27,7 @@ from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.job_record import check_resumed_config, record_job
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
@@ -72,12 +73,15 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     firsts = {}  # each target's answer to the first row's request (none on a dry run)
     if not dry_run:
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
+        if flags.resume:  # before anything is sent: the journals answer the config they were started with
+            check_resumed_config(flags.output, config)
         for name, single in configs.items():
             directory = target_dir(flags.output, name)
             firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=run_ids[name])
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         for name in configs:
             prepare_output(target_dir(flags.output, name), flags.overwrite, resume=flags.resume)
+        record_job(flags.output, config, flags.resume)
     branches, spent = [], {}
     for name, single in configs.items():
         directory, run_id = target_dir(flags.output, name), run_ids[name]

@@ -31,6 +31,7 @@ from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metr
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
+from pipeline.job_record import check_resumed_config, record_job
 from pipeline.leaderboard import format_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.multi import run_targets
@@ -96,8 +97,11 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     handed, shards = HandOff(), None
     if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
+        if flags.resume:  # before anything is sent: the journal answers the config it was started with
+            check_resumed_config(flags.output, config)
         first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
+        record_job(flags.output, config, flags.resume)
         shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
         handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
     resumed = flags.resume and not dry_run

@@ -248,6 +248,31 @@ def test_resume_after_a_completed_run_sends_nothing_and_needs_no_overwrite(
     assert overwritten.code == 0 and clean_server.stats()["requests"] == 20  # --overwrite starts over
 
 
+def test_resume_with_a_changed_prompt_is_refused_naming_what_changed(
+    clean_server, model_target, write_jsonl, run_eval, tmp_path
+):
+    """It used to re-send every request into the same OUT_DIR and replace its outputs (exit 0)."""
+    config = config_for(write_jsonl(DATA[:20]), model_target())
+    output = tmp_path / "out"
+    assert run_eval(config, output=output).code == 0
+    before = (output / "results.json").read_bytes()
+    clean_server.reset()
+    changed = {**config, "prompt_template": {"messages": [{"role": "user", "content": "Q: {{ item.question }}"}]}}
+    refused = run_eval(changed, "--resume", output=output)
+    assert refused.code == 2, refused.stderr
+    assert "--resume of" in refused.stderr and "with a different config: prompt_template" in refused.stderr
+    assert "--overwrite" in refused.stderr and "new --output" in refused.stderr
+    assert clean_server.stats()["requests"] == 0 and (output / "results.json").read_bytes() == before
+    # the budget may change on a resume (and nothing is re-sent)
+    budget = {**config, "params": {**config["params"], "budget": {"max_tokens": 100000}}}
+    again = run_eval(budget, "--resume", output=output)
+    assert again.code == 0, again.stderr
+    assert clean_server.stats()["requests"] == 0
+    # --overwrite starts a new job with the changed config; its own --resume is then accepted
+    assert run_eval(changed, "--overwrite", output=output).code == 0
+    assert run_eval(changed, "--resume", output=output).code == 0
+
+
 JUDGE_RULES = [{"match": "JUDGE:", "reply": '{"confidence": 4}'}]
 
 
