@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from beameval.report.html import attr, breakable, data_json, esc, num, redact
 
 __all__ = [
+    "RowColumns",
+    "row_columns",
     "STANDARD_COLUMNS",
     "TEXT_BUDGET",
     "as_text",
@@ -117,6 +120,7 @@ def rows_browser(
     references: Sequence[str] = (),
     table_id: str = "rows-table",
     outputs: Sequence[str] = (),
+    columns: RowColumns | None = None,
 ) -> str:
     """The table of rows, one ``<tbody>`` per row: a summary line and a hidden detail line.
 
@@ -127,6 +131,7 @@ def rows_browser(
         references: item fields to show as the reference (``reference_fields``); else common names.
         table_id: the element id the filter bar points at.
         outputs: item fields holding the output when ``output_text`` is empty (offline runs).
+        columns: the id field and the prompt's input fields shown beside the row number.
 
     Returns:
         The table's HTML.
@@ -134,13 +139,14 @@ def rows_browser(
     # A transcript has up to ~6 blocks (system, user, assistant, judge prompt and reply, reference) plus markup.
     limit = max(120, min(2000, TEXT_BUDGET // max(1, 10 * len(rows))))
     scores = [name for name in score_names if any(name in row for row in rows[:50])] or list(score_names)
+    shown = (columns or RowColumns()).present(rows[:50], references)
     head = "".join(f"<th>{breakable(name)}</th>" for name in scores)
     parts = [
-        f'<table class="browse" id="{attr(table_id)}"><thead><tr><th>row</th><th>status</th>{head}'
+        f'<table class="browse" id="{attr(table_id)}"><thead><tr><th>row</th>{shown.head()}<th>status</th>{head}'
         "<th>output</th><th>error</th></tr></thead>"
     ]
     for row in rows:
-        parts.append(_row(row, scores, group_fields, references, outputs, limit))
+        parts.append(_row(row, scores, group_fields, references, outputs, limit, shown))
     parts.append("</table>")
     return "".join(parts)
 
@@ -152,6 +158,7 @@ def _row(
     references: Sequence[str],
     outputs: Sequence[str],
     limit: int,
+    shown: RowColumns,
 ) -> str:
     item = item_of(row)
     if row.get("output_text") is None and outputs:
@@ -164,17 +171,69 @@ def _row(
     index = f"{row.get('row_index')}" + (f".{row['sample_index']}" if row.get("sample_index") else "")
     cells = "".join(f'<td class="num">{num(v)}</td>' for v in values)
     failure = row.get("failure")
+    output = esc(cut_text(as_text(row.get("output_text")), 140))
     summary = (
-        f'<tr class="sum"><td class="num">{esc(index)}</td><td class="status-{attr(status)}">{esc(status)}</td>'
-        f'{cells}<td class="txt">{esc(cut_text(as_text(row.get("output_text")), 140))}</td>'
+        f'<tr class="sum"><td class="num">{esc(index)}</td>{shown.cells(row, item, references)}'
+        f'<td class="status-{attr(status)}">{esc(status)}</td>{cells}<td class="txt">{output}</td>'
         f'<td class="txt">{esc(cut_text(as_text(row.get("error")), 140))}</td></tr>'
     )
-    colspan = 4 + len(scores)
+    colspan = 4 + len(scores) + shown.width
     return (
         f'<tbody class="r" data-status="{attr(status)}" data-f="{"" if failure is None else attr(failure)}" '
         f'data-g="{data_json(groups)}" data-s="{data_json(values)}">{summary}'
         f'<tr class="det" hidden><td colspan="{colspan}">{_details(row, item, references, limit)}</td></tr></tbody>'
     )
+
+
+@dataclass(frozen=True)
+class RowColumns:
+    """What a rows table shows beside the row number: the row's id and the template's inputs.
+
+    ``id_field``: ``dataset.id_field`` (else an ``id`` item field when rows have one);
+    ``inputs``: the item fields the prompt template reads (the question). The reference is
+    the first of the metrics' reference fields. Each is shown only when some row has it.
+    """
+
+    id_field: str | None = None
+    inputs: tuple[str, ...] = ()
+    reference: bool = True
+
+    def present(self, rows: Sequence[Mapping[str, Any]], references: Sequence[str]) -> RowColumns:
+        """The columns that some of ``rows`` (a prefix of the table) actually fill."""
+        items = [item_of(row) for row in rows]
+        id_field = self.id_field or ("id" if any(lookup(item, "id")[0] for item in items) else None)
+        inputs = tuple(field for field in self.inputs if any(lookup(item, field)[0] for item in items))
+        reference = bool(references) and any(lookup(item, references[0])[0] for item in items)
+        if id_field is not None and not any(lookup(item, id_field)[0] for item in items):
+            id_field = None
+        return RowColumns(id_field, inputs, reference)
+
+    @property
+    def width(self) -> int:
+        return (self.id_field is not None) + len(self.inputs) + self.reference
+
+    def head(self) -> str:
+        names = (
+            ([self.id_field] if self.id_field else []) + list(self.inputs) + (["reference"] if self.reference else [])
+        )
+        return "".join(f"<th>{breakable(name)}</th>" for name in names)
+
+    def cells(self, row: Mapping[str, Any], item: Any, references: Sequence[str]) -> str:
+        fields = ([self.id_field] if self.id_field else []) + list(self.inputs)
+        if self.reference:
+            fields.append(references[0])
+        values = [lookup(item, field)[1] for field in fields]
+        return "".join(f'<td class="txt">{esc(cut_text(as_text(value), 140))}</td>' for value in values)
+
+
+def row_columns(results: Mapping[str, Any]) -> RowColumns:
+    """The id field and the prompt's input fields of a run, from its config in results.json."""
+    config = results.get("config") or {}
+    dataset = config.get("dataset") if isinstance(config, Mapping) else None
+    id_field = dataset.get("id_field") if isinstance(dataset, Mapping) else None
+    prompt = json.dumps(config.get("prompt_template") or "") if isinstance(config, Mapping) else ""
+    inputs = tuple(dict.fromkeys(match.group(1) for match in _ITEM_FIELD.finditer(prompt)))
+    return RowColumns(str(id_field) if id_field else None, inputs[:2])
 
 
 def _turn(role: str, text: str, limit: int, titles: dict[str, int], cls: str = "") -> str:

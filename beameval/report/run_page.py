@@ -13,7 +13,7 @@ from typing import Any
 from beameval.outputs.groups import GROUPS_FILE, largest_groups
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
-from beameval.report.rows import group_token, reference_fields, rows_browser
+from beameval.report.rows import group_token, reference_fields, row_columns, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
 from beameval.report.sample import FailureBreakdown, SampleInfo
 
@@ -306,7 +306,7 @@ def _rows_section(
     )
     references = reference_fields(results.get("config"))
     outputs = reference_fields(results.get("config"), keys=("candidate",))
-    browser = rows_browser(rows, row_scores, group_fields, references, outputs=outputs)
+    browser = rows_browser(rows, row_scores, group_fields, references, outputs=outputs, columns=row_columns(results))
     return (
         f'<section id="rows"><h2>Rows</h2>{note}{bar}<div class="scroll">{browser}</div>'
         '<button class="more" data-for="rows-table" hidden>show more</button></section>'

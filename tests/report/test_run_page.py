@@ -147,3 +147,28 @@ def test_100000_groups_draw_the_largest_and_summarise_the_rest_in_a_small_page()
 def test_groups_under_the_cap_are_all_drawn_without_a_note():
     page = render_run_report(groups_results(GROUP_CAP), [])
     assert len(re.findall(r"<tr data-group=", page)) == GROUP_CAP and "groups-rest" not in page
+
+
+def test_the_rows_table_shows_the_id_field_the_prompts_inputs_and_the_reference():
+    config = {
+        "dataset": {"path": "d.jsonl", "id_field": "qid"},
+        "prompt_template": {
+            "messages": [{"role": "user", "content": "Context: {{ item.context }}\nQ: {{ item.question }}"}]
+        },
+        "metrics": [{"type": "exact-match", "reference": "{{ item.gold }}"}],
+    }
+    item = {"qid": "Q-17", "context": "Paris is in France.", "question": "Capital of France?", "gold": "Paris"}
+    row = {
+        "row_index": 3,
+        "status": "ok",
+        "item": json.dumps(item),
+        "output_text": "Paris",
+        "exact-match.exact-match": 1.0,
+    }
+    page = render_run_report({"config": config, "aggregate_scores": {"scores": []}}, [row])
+    head = re.search(r'<table class="browse" id="rows-table"><thead><tr>(.*?)</tr>', page).group(1)
+    names = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<th>(.*?)</th>", head)]
+    assert names[:5] == ["row", "qid", "context", "question", "reference"]
+    summary = re.search(r'<tr class="sum">(.*?)</tr>', page).group(1)
+    cells = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", summary)]
+    assert cells[:6] == ["3", "Q-17", "Paris is in France.", "Capital of France?", "Paris", "ok"]
