@@ -22,7 +22,6 @@ from beameval.cache.journal import JournalWriter
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.inference.engine import InferenceEngine
-from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
@@ -34,7 +33,7 @@ from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config, spent_before
-from pipeline.report import COMPARISON_FILE
+from pipeline.report import COMPARISON_FILE, write_leaderboard_report
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets
 from transforms.progress import watch_progress
@@ -44,7 +43,6 @@ __all__ = ["TARGETS_DIR", "run_targets", "target_dir"]
 
 #: ``OUT_DIR/targets/NAME/``: each target's complete run directory.
 TARGETS_DIR = "targets"
-REPORT_FILE = "report.html"
 
 
 def target_dir(output: str, name: str) -> str:
@@ -143,6 +141,5 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         write_json_atomically(FileSystems.join(flags.output, COMPARISON_FILE), comparison)
     results["run"]["wall_time_s"] = round(time.time() - started, 3)
     write_json_atomically(FileSystems.join(flags.output, RESULTS_FILE), results)
-    with FileSystems.create(FileSystems.join(flags.output, REPORT_FILE)) as handle:
-        handle.write(render_leaderboard_report(results, comparison).encode("utf-8"))
+    write_leaderboard_report(flags.output, results, comparison, {b.name: b.output for b in branches})
     return {**results, "comparison": comparison}

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
@@ -33,6 +35,9 @@ from beameval.report import (
     render_run_report,
 )
 from beameval.report.compare_page import flip_direction
+from beameval.report.leaderboard_page import render_leaderboard_report
+from beameval.report.matrix import MatrixRow
+from beameval.report.rows import item_of
 from pipeline.results import write_file_atomically
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "main",
     "report_after_run",
     "write_comparison_report",
+    "write_leaderboard_report",
     "write_run_report",
 ]
 
@@ -154,6 +160,62 @@ def write_run_report(out_dir: str, results: dict[str, Any] | None = None, budget
     path = _join(out_dir, REPORT_FILE)
     _write_page(path, render_run_report(results, rows, sample=info, failures=failures))
     return path
+
+
+def write_leaderboard_report(
+    out_dir: str,
+    results: dict[str, Any],
+    comparison: dict[str, Any] | None,
+    directories: dict[str, str],
+    budget: int = DEFAULT_BUDGET,
+) -> str:
+    """Write a multi-target run's ``OUT_DIR/report.html``: the leaderboard, comparisons and the prompt x model matrix.
+
+    The matrix's rows are the first target's bounded sample (failed rows first, then a
+    seeded sample: ``sample_rows``) and every other target's rows with the same keys, read
+    shard by shard and filtered on ``row_index``, so memory stays bounded at any run size.
+
+    Args:
+        out_dir: the run's OUT_DIR.
+        results: its top-level results document.
+        comparison: its comparison.json (None with one target).
+        directories: each target's run directory, the first target first.
+        budget: rows in the matrix at most.
+
+    Returns:
+        The path of the page.
+    """
+    (first, first_dir), *others = directories.items()
+    rows, info, _ = sample_rows(first_dir, budget)
+    matrix = {
+        (int(r["row_index"]), int(r.get("sample_index") or 0)): MatrixRow(
+            int(r["row_index"]), int(r.get("sample_index") or 0), item_of(r), {first: r}
+        )
+        for r in rows
+    }
+    wanted = sorted({key[0] for key in matrix})
+    for name, directory in others:
+        for record in _rows_with(directory, wanted):
+            line = matrix.get((int(record["row_index"]), int(record.get("sample_index") or 0)))
+            if line is not None:
+                line.answers[name] = record
+    path = _join(out_dir, REPORT_FILE)
+    ordered = [matrix[key] for key in sorted(matrix)]
+    _write_page(path, render_leaderboard_report(results, comparison, ordered, info.total_rows))
+    return path
+
+
+def _rows_with(out_dir: str, row_indexes: list[int]) -> Iterator[dict[str, Any]]:
+    """The ``rows/`` records of ``out_dir`` whose ``row_index`` is one of ``row_indexes``, one row group at a time."""
+    wanted = pa.array(row_indexes, type=pa.int64())
+    for path in _files(_join(out_dir, "rows", "*.parquet")):
+        with FileSystems.open(path) as handle:
+            shard = pq.ParquetFile(handle)
+            columns = [c for c in shard.schema_arrow.names if c not in _HIDDEN_COLUMNS]
+            for group in range(shard.num_row_groups):
+                table = shard.read_row_group(group, columns=columns)
+                kept = table.filter(pc.is_in(table.column("row_index").cast(pa.int64()), value_set=wanted))
+                yield from kept.to_pylist()
 
 
 def write_comparison_report(cmp_dir: str, budget: int = DEFAULT_BUDGET, seed: int = 0) -> str:

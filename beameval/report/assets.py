@@ -9,8 +9,8 @@ What it does:
 
 * **Browsers** (``.filters[data-target]`` + ``table.browse``): a search box, status,
   group, failure and direction selects, and a score range, hide the row bodies that do not
-  match; at most ``PAGE`` matches are shown until "show more"; a click on a row opens its
-  detail line.
+  match; a "sort by" select orders them by one of their scores, highest first; at most
+  ``PAGE`` matches are shown until "show more"; a click on a row opens its detail line.
 * **Failure links** (``a[data-failure]``): select that failure group in the rows browser.
 * **Sortable tables** (``table.sortable th[data-sort=K]``): reorder rows by ``data-K``.
 """
@@ -86,6 +86,11 @@ svg .grid{stroke:#e9ecf3}svg .mean-label{fill:var(--fg);font-weight:600}
 .request-params,.judge-scores{font-size:12px;color:var(--muted);margin:0 0 8px}
 .v-GO{color:var(--ok)}.v-NO-GO{color:var(--bad)}.v-INCONCLUSIVE{color:var(--warn)}
 table.scores td,table.scores th{padding:4px 5px;font-size:13px}
+svg .pt.best{fill:var(--ok)}svg .pt.worst{fill:var(--bad)}svg g.best text{fill:var(--ok);font-weight:600}
+svg g.worst text{fill:var(--bad)}.lb-charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));
+gap:10px}td.best{background:#eaf6ef}td.worst{background:#fbeeee}
+.matrix td.answer{min-width:180px;max-width:320px}.matrix .answer .txt{white-space:pre-wrap;word-break:break-word}
+.matrix .answer .scores-line{color:var(--muted);font-size:12px}
 table.sides{width:auto;margin:6px 0 12px}table.sides td,table.sides th{border:1px solid var(--line);padding:4px 10px;
 text-align:left;vertical-align:top}table.sides td.num{text-align:right}
 """
@@ -110,6 +115,17 @@ SCRIPT = """
     var more = document.querySelector('button.more[data-for="' + table.id + '"]');
     var shown = bar.querySelector(".shown");
     var limit = PAGE;
+    var order = items.map(function (b, i) { return i; });
+    var sortedBy = "";
+    function reorder(key) {
+      order = items.map(function (b, i) { return i; });
+      if (key !== "") {
+        var at = function (i) { var v = scores[i][+key]; return typeof v === "number" ? v : -Infinity; };
+        order.sort(function (a, b) { return at(b) - at(a) || a - b; });
+      }
+      order.forEach(function (i) { table.appendChild(items[i]); });
+      sortedBy = key;
+    }
     function value(name) {
       var el = bar.querySelector('[data-filter="' + name + '"]');
       return el ? el.value : "";
@@ -120,7 +136,9 @@ SCRIPT = """
       var low = parseFloat(value("min")), high = parseFloat(value("max"));
       var wanted = {status: value("status"), f: value("failure"), dir: value("dir")};
       var matching = 0, visible = 0;
-      items.forEach(function (b, i) {
+      if (value("sort") !== sortedBy) { reorder(value("sort")); }
+      order.forEach(function (i) {
+        var b = items[i];
         var ok = (!q || text[i].indexOf(q) >= 0) && same(b, "status", wanted.status) &&
           same(b, "f", wanted.f) && same(b, "dir", wanted.dir) && (!group || groups[i].indexOf(group) >= 0);
         if (ok && score !== "") {
