@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
+from beameval.report.decision import decision_section
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
 from beameval.report.rows import group_token, reference_fields, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
@@ -64,6 +65,7 @@ def render_run_report(
         + (f" · run {esc(run_id)}" if run_id else "")
         + "</p>",
         _headline(results, scores),
+        decision_section(results.get("decision")),
         _histograms(scores),
         _groups(groups, [str(s["name"]) for s in scores]),
         _failures(results, failures),

@@ -1,0 +1,119 @@
+"""``--decide`` end to end: the CLI in-process, Beam's local runner, one job per wave, the test server over HTTP.
+
+The server echoes each prompt, so exact-match against the question is 1 on every row; a
+scripted rule makes the candidate answer "nope" to every prompt holding "red" (half the
+rows): a clear regression. The server counts what it receives, so the tests assert that
+exactly the evaluated rows' prompts were sent, and that ``--resume`` sends exactly the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.conftest import CliResult
+
+ROWS = 1000
+WAVE = 100
+DATA = [
+    {"question": f"q{i} {'red' if i % 2 else 'blue'}", "answer": f"q{i} {'red' if i % 2 else 'blue'}"}
+    for i in range(ROWS)
+]
+POLICY = {"scores": {"exact-match.exact-match": {"max_drop": 0.05}, "ok_rate": {"max_drop": 0.05}}}
+
+pytestmark = pytest.mark.slow
+
+
+def _config(path: Path, target: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dataset": {"path": str(path)},
+        "target": target,
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {"parallelism": 8, "max_retries": 1},
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+        "decide": {"seed": 7, "wave_rows": WAVE},
+    }
+
+
+def _rows(output: Path) -> list[dict[str, Any]]:
+    return sorted(
+        (r for f in sorted((output / "rows").glob("*.parquet")) for r in pq.read_table(f).to_pylist()),
+        key=lambda r: r["row_index"],
+    )
+
+
+@pytest.fixture
+def baseline(clean_server, model_target, write_jsonl, run_eval, tmp_path: Path):  # type: ignore[no-untyped-def]
+    data = write_jsonl(DATA)
+    result = run_eval(_config(data, model_target(name="base-model")), "--progress_interval", "0")
+    assert result.code == 0, result.stderr
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    clean_server.reset()
+    return data, result.output, policy
+
+
+def _decide(run_eval, config: dict[str, Any], base: Path, policy: Path, *extra: str) -> CliResult:  # type: ignore[no-untyped-def]
+    return run_eval(
+        config, "--decide", "--baseline", str(base), "--policy", str(policy), "--progress_interval", "0", *extra
+    )
+
+
+def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # type: ignore[no-untyped-def]
+    baseline, clean_server, model_target, run_eval, tmp_path: Path
+) -> None:
+    data, base, policy = baseline
+    clean_server.configure(rules=[{"match": "red", "reply": "nope"}])
+    config = _config(data, model_target(name="candidate"))
+    result = _decide(run_eval, config, base, policy)
+    assert result.code == 1, result.stderr
+    assert "decided: NO-GO" in result.stderr
+    results = json.loads((result.output / "results.json").read_text())
+    decision = results["decision"]
+    evaluated = decision["rows_evaluated"]
+    assert decision["verdict"] == "NO-GO" and evaluated <= 2 * WAVE and decision["rows_total"] == ROWS
+    assert results["complete"] is False and results["stopped"] == "decided"
+    assert results["counts"]["skipped"] == ROWS - evaluated
+    assert clean_server.stats()["requests"] == evaluated  # the preflight's request was the order's first row
+    rows = _rows(result.output)
+    assert len(rows) == ROWS
+    done = [r for r in rows if r["status"] != "skipped"]
+    assert sorted(r["eval_order"] for r in done) == list(range(evaluated))
+    assert all(r["skip_reason"] == "decided" and r["eval_order"] >= evaluated for r in rows if r["status"] == "skipped")
+    wave = decision["waves"][-1]["scores"]
+    em = next(s for s in wave if s["name"] == "exact-match.exact-match")
+    assert em["cs_high"] < -0.05 and em["n"] == evaluated and em["mean_delta"] < -0.3
+    comparison = json.loads((result.output / "comparison.json").read_text())
+    assert comparison["verdict"] == "NO-GO" and comparison["decision"] == decision
+    assert "decision" in (result.output / "report.html").read_text()
+
+    clean_server.reset()  # --resume without --decide: only the skipped rows are sent
+    resumed = run_eval(config, "--resume", "--progress_interval", "0", output=result.output)
+    assert resumed.code == 0, resumed.stderr
+    assert clean_server.stats()["requests"] == ROWS - evaluated
+    completed = json.loads((result.output / "results.json").read_text())
+    assert completed["complete"] is True and "decision" not in completed
+    assert completed["counts"] == {"rows": ROWS, "ok": ROWS, "errors": 0}
+    assert completed["aggregate_scores"]["scores"][0]["mean"] == 0.5
+
+
+def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
+    data, base, policy = baseline
+    result = _decide(run_eval, _config(data, model_target(name="candidate-2")), base, policy)
+    assert result.code == 0, result.stderr
+    decision = json.loads((result.output / "results.json").read_text())["decision"]
+    assert decision["verdict"] == "GO" and decision["rows_evaluated"] <= 0.4 * ROWS
+    assert clean_server.stats()["requests"] == decision["rows_evaluated"]
+    lows = [w["scores"][1]["cs_low"] for w in decision["waves"]]
+    assert lows == sorted(lows) and lows[-1] >= -0.05  # the bounds narrowed wave by wave
+
+
+def test_decide_needs_a_baseline(baseline, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
+    data, _, _ = baseline
+    result = run_eval(_config(data, model_target()), "--decide")
+    assert result.code == 2 and "--baseline" in result.stderr
