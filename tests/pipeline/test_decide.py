@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from beameval.compare.runs import baseline_run, is_verdict_record
+from pipeline.history import load_history
 from tests.conftest import CliResult
 
 ROWS = 1000
@@ -50,12 +52,13 @@ def _rows(output: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def baseline(clean_server, model_target, write_jsonl, run_eval, tmp_path: Path):  # type: ignore[no-untyped-def]
     data = write_jsonl(DATA)
-    result = run_eval(_config(data, model_target(name="base-model")), "--progress_interval", "0")
+    history = str(tmp_path / "history")
+    result = run_eval(_config(data, model_target(name="base-model")), "--progress_interval", "0", "--history", history)
     assert result.code == 0, result.stderr
     policy = tmp_path / "gate.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
     clean_server.reset()
-    return data, result.output, policy
+    return data, result.output, policy, history
 
 
 def _decide(run_eval, config: dict[str, Any], base: Path, policy: Path, *extra: str) -> CliResult:  # type: ignore[no-untyped-def]
@@ -67,10 +70,10 @@ def _decide(run_eval, config: dict[str, Any], base: Path, policy: Path, *extra: 
 def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # type: ignore[no-untyped-def]
     baseline, clean_server, model_target, run_eval, tmp_path: Path
 ) -> None:
-    data, base, policy = baseline
+    data, base, policy, history = baseline
     clean_server.configure(rules=[{"match": "red", "reply": "nope"}])
     config = _config(data, model_target(name="candidate"))
-    result = _decide(run_eval, config, base, policy)
+    result = _decide(run_eval, config, base, policy, "--history", history)
     assert result.code == 1, result.stderr
     assert "decided: NO-GO" in result.stderr
     results = json.loads((result.output / "results.json").read_text())
@@ -93,27 +96,41 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
     assert "decision" in (result.output / "report.html").read_text()
 
     clean_server.reset()  # --resume without --decide: only the skipped rows are sent
-    resumed = run_eval(config, "--resume", "--progress_interval", "0", output=result.output)
+    resumed = run_eval(config, "--resume", "--progress_interval", "0", "--history", history, output=result.output)
     assert resumed.code == 0, resumed.stderr
     assert clean_server.stats()["requests"] == ROWS - evaluated
     completed = json.loads((result.output / "results.json").read_text())
     assert completed["complete"] is True and "decision" not in completed
     assert completed["counts"] == {"rows": ROWS, "ok": ROWS, "errors": 0}
     assert completed["aggregate_scores"]["scores"][0]["mean"] == 0.5
+    # the history: the decided run is recorded as stopped with its verdict; completed, it keeps that NO-GO
+    records = load_history(history)
+    runs = [r for r in records if not is_verdict_record(r)]
+    assert [r.get("stopped") for r in runs] == [None, "decided", None]
+    verdicts = {r["run_id"]: r["verdict"] for r in records if is_verdict_record(r)}
+    assert verdicts == {runs[1]["run_id"]: "NO-GO", runs[2]["run_id"]: "NO-GO"}
+    eval_hash = completed["provenance"]["eval_hash"]
+    assert baseline_run(records, "latest", eval_hash, None, None)["run_id"] == runs[0]["run_id"]
 
 
 def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
-    data, base, policy = baseline
-    result = _decide(run_eval, _config(data, model_target(name="candidate-2")), base, policy)
+    data, base, policy, history = baseline
+    config = _config(data, model_target(name="candidate-2"))
+    result = run_eval(config, "--decide", "--baseline", "latest", "--history", history, "--policy", str(policy))
     assert result.code == 0, result.stderr
     decision = json.loads((result.output / "results.json").read_text())["decision"]
     assert decision["verdict"] == "GO" and decision["rows_evaluated"] <= 0.4 * ROWS
     assert clean_server.stats()["requests"] == decision["rows_evaluated"]
     lows = [w["scores"][1]["cs_low"] for w in decision["waves"]]
     assert lows == sorted(lows) and lows[-1] >= -0.05  # the bounds narrowed wave by wave
+    assert decision["baseline_run_id"] == json.loads((base / "results.json").read_text())["provenance"]["run_id"]
+    # a decided run, even GO, is never a baseline: latest still names the first run
+    records = load_history(history)
+    eval_hash = json.loads((base / "results.json").read_text())["provenance"]["eval_hash"]
+    assert baseline_run(records, "previous", eval_hash, None, None)["output"] == str(base)
 
 
 def test_decide_needs_a_baseline(baseline, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
-    data, _, _ = baseline
+    data, _, _, _ = baseline
     result = run_eval(_config(data, model_target()), "--decide")
     assert result.code == 2 and "--baseline" in result.stderr
