@@ -34,9 +34,11 @@ from beameval.compare.sequential import SequentialScore, decide_wave
 from beameval.compare.wave_order import evaluation_order, wave_ends
 from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
+from beameval.config.statistics import field_path
 from beameval.core.errors import ConfigError, EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
+from beameval.stats.breakdown import resolve, value_key
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import Run, score_ranges
@@ -82,6 +84,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     names = [name for name in RowScorer(config.metrics).score_names if name in score_ranges(baseline.results)]
     gated = _gated(names, policy, score_ranges(baseline.results))
     base = read_side(baseline.directory, [g[0] for g in gated if g[0] != OK_RATE], with_items=True)
+    groups = _groups(config, base, policy)
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     domain = base.row_index if limit is None else base.row_index[base.row_index < limit]
     positions = evaluation_order(domain, settings.seed)
@@ -109,7 +112,8 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         if number == 0:
             _same_evaluation(results, baseline)
         candidate = read_side(flags.output, [g[0] for g in gated if g[0] != OK_RATE])
-        decision = decide_wave(_scores(gated, base, candidate, order, end, policy), level, last=end == ends[-1])
+        pairs = paired_differences(base, candidate, order, end)
+        decision = decide_wave(_scores(gated, groups, pairs, policy), level, last=end == ends[-1])
         waves.append({"rows": end, "requests": (results.get("usage") or {}).get("requests"), "scores": decision.scores})
         verdict = decision.verdict
         if verdict is not None:
@@ -146,16 +150,38 @@ def _gated(
     return gated
 
 
+def _groups(config: EvalConfig, base: Side, policy: GatePolicy) -> list[tuple[str, np.ndarray]]:
+    """``(label, its rows)`` per ``statistics.group_by`` value with at least ``min_group_pairs`` rows.
+
+    Fixed before the first wave (from the baseline's items), so K, the NO-GO family's size,
+    does not change as waves come in; a group still needs ``min_group_pairs`` pairs to decide.
+    """
+    groups = []
+    items = [json.loads(text) if text else None for text in base.items or []]
+    for by in config.statistics.group_by:
+        path = field_path(by)
+        labels = np.array([value_key(resolve(item, path)) for item in items], dtype=object)
+        for label in dict.fromkeys(labels.tolist()):
+            members = base.row_index[labels == label]
+            if len(members) >= policy.min_group_pairs:
+                groups.append((f"[{by}={label}]", members))
+    return groups
+
+
 def _scores(
     gated: list[tuple[str, float, float]],
-    base: Side,
-    candidate: Side,
-    order: dict[int, int],
-    evaluated: int,
+    groups: list[tuple[str, np.ndarray]],
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
     policy: GatePolicy,
 ) -> list[SequentialScore]:
-    differences = paired_differences(base, candidate, order, evaluated)
-    return [SequentialScore(name, differences[name], m, r, policy.min_pairs) for name, m, r in gated]
+    """Every gated score's differences so far; each group's join the NO-GO family only (never needed for GO)."""
+    scores = [SequentialScore(name, pairs[name][1], m, r, policy.min_pairs) for name, m, r in gated]
+    least = max(policy.min_pairs, policy.min_group_pairs)
+    for label, members in groups:
+        for name, m, r in gated:
+            rows, d = pairs[name]
+            scores.append(SequentialScore(name + label, d[np.isin(rows, members)], m, r, least, for_go=False))
+    return scores
 
 
 def _first_row(base: Side, in_order: np.ndarray) -> FirstRow | None:

@@ -90,8 +90,13 @@ def read_side(directory: str, names: list[str], with_items: bool = False) -> Sid
     )
 
 
-def paired_differences(baseline: Side, candidate: Side, order: dict[int, int], evaluated: int) -> dict[str, np.ndarray]:
-    """Per score (and ``ok_rate``), candidate − baseline over the pairs among the first ``evaluated`` rows, in order.
+def paired_differences(
+    baseline: Side, candidate: Side, order: dict[int, int], evaluated: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per score (and ``ok_rate``), the pairs among the first ``evaluated`` rows, in order: their rows and d.
+
+    Returns:
+        ``name -> (row_index, candidate − baseline)``, both in the evaluation order.
 
     Args:
         baseline: the baseline's rows.
@@ -104,11 +109,14 @@ def paired_differences(baseline: Side, candidate: Side, order: dict[int, int], e
     keep = (positions >= 0) & (positions < evaluated)
     by_order = np.argsort(positions[keep], kind="stable")
     b_at, c_at = b_at[keep][by_order], c_at[keep][by_order]
+    rows = candidate.row_index[c_at]
     sent = ~baseline.skipped[b_at] & ~candidate.skipped[c_at]
-    result = {OK_RATE: candidate.ok[c_at][sent].astype(np.float64) - baseline.ok[b_at][sent].astype(np.float64)}
+    ok_d = candidate.ok[c_at][sent].astype(np.float64) - baseline.ok[b_at][sent].astype(np.float64)
+    result = {OK_RATE: (rows[sent], ok_d)}
     for name, values in candidate.scores.items():
         d = values[c_at] - baseline.scores[name][b_at]
-        result[name] = d[np.isfinite(d)]
+        finite = np.isfinite(d)
+        result[name] = (rows[finite], d[finite])
     return result
 
 

@@ -134,3 +134,31 @@ def test_decide_needs_a_baseline(baseline, model_target, run_eval) -> None:  # t
     data, _, _, _ = baseline
     result = run_eval(_config(data, model_target()), "--decide")
     assert result.code == 2 and "--baseline" in result.stderr
+
+
+def test_a_broken_group_is_no_go_with_repeats(  # type: ignore[no-untyped-def]
+    clean_server, model_target, write_jsonl, run_eval, tmp_path: Path
+) -> None:
+    # 400 rows, one in five "green"; the candidate fails every green row: overall δ = −0.2, inside the 0.25 margin,
+    # but the green group's δ = −1 makes it NO-GO (groups join the NO-GO family). Each row is sampled twice.
+    rows = [{"question": f"q{i} {'green' if i % 5 == 0 else 'other'}"} for i in range(400)]
+    data = write_jsonl([{**r, "answer": r["question"], "category": r["question"].split()[1]} for r in rows])
+    config = _config(data, model_target(name="base-model"))
+    config["params"]["repeats"] = 2
+    config["statistics"] = {"group_by": ["category"]}
+    config["decide"] = {"seed": 1, "wave_rows": 200}
+    base = run_eval(config, "--progress_interval", "0")
+    assert base.code == 0, base.stderr
+    policy = tmp_path / "wide.yaml"
+    policy.write_text(yaml.safe_dump({"scores": {"exact-match.exact-match": {"max_drop": 0.25}}}))
+    clean_server.reset()
+    clean_server.configure(rules=[{"match": "green", "reply": "nope"}])
+    result = _decide(run_eval, {**config, "target": model_target(name="candidate")}, base.output, policy)
+    assert result.code == 1, result.stderr
+    decision = json.loads((result.output / "results.json").read_text())["decision"]
+    assert decision["verdict"] == "NO-GO" and decision["rows_evaluated"] == 200
+    assert clean_server.stats()["requests"] == 2 * 200  # two samples of each evaluated row
+    scores = {s["name"]: s for s in decision["waves"][-1]["scores"]}
+    overall, green = scores["exact-match.exact-match"], scores['exact-match.exact-match[category="green"]']
+    assert overall["cs_high"] > -0.25 > green["cs_high"] and green["mean_delta"] == -1.0
+    assert overall["beta_high"] == pytest.approx(0.05 / 6)  # K: 2 scores overall + 2 in each of 2 groups
