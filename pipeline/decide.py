@@ -31,6 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beameval.cache.journal import JournalWriter
 from beameval.compare.policy import OK_RATE, GatePolicy
 from beameval.compare.sequential import SequentialScore, decide_wave
+from beameval.compare.verdict import INCONCLUSIVE
 from beameval.compare.wave_order import evaluation_order, wave_ends
 from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
@@ -116,6 +117,8 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         decision = decide_wave(_scores(gated, groups, pairs, policy), level, last=end == ends[-1])
         waves.append({"rows": end, "requests": (results.get("usage") or {}).get("requests"), "scores": decision.scores})
         verdict = decision.verdict
+        if verdict is None and results.get("stopped") == "budget":  # nothing more can be sent: undecided
+            verdict = INCONCLUSIVE
         if verdict is not None:
             break
     block = {

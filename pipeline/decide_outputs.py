@@ -20,6 +20,7 @@ from pipeline.compare_runs import Run, run_summary
 from pipeline.decide_rows import add_order_columns
 from pipeline.history import append_run, append_verdict
 from pipeline.options import EvalOptions
+from pipeline.quota import EXIT_BUDGET
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from transforms.decide import DECIDED, DECIDED_MESSAGE
@@ -93,6 +94,9 @@ def decision_exit(results: dict[str, Any]) -> int:
         ),
         file=sys.stderr,
     )
+    if results.get("stopped") == "budget":  # the budget ran out before the verdict was certain
+        print("stopped: the run reached its budget (params.budget) before deciding; see above.", file=sys.stderr)
+        return EXIT_BUDGET
     return EXIT_CODES[verdict]
 
 

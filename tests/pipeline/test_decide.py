@@ -103,6 +103,11 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
     assert completed["complete"] is True and "decision" not in completed
     assert completed["counts"] == {"rows": ROWS, "ok": ROWS, "errors": 0}
     assert completed["aggregate_scores"]["scores"][0]["mean"] == 0.5
+    clean = run_eval(config, "--progress_interval", "0")  # the resumed run equals a clean one, row by row
+    kept = ("row_index", "status", "output_text", "exact-match.exact-match", "error")
+    assert [{k: r[k] for k in kept} for r in _rows(result.output)] == [
+        {k: r[k] for k in kept} for r in _rows(clean.output)
+    ]
     # the history: the decided run is recorded as stopped with its verdict; completed, it keeps that NO-GO
     records = load_history(history)
     runs = [r for r in records if not is_verdict_record(r)]
