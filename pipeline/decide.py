@@ -29,23 +29,23 @@ import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beameval.cache.journal import JournalWriter
-from beameval.compare.policy import OK_RATE, GatePolicy
-from beameval.compare.sequential import SequentialScore, decide_wave
+from beameval.compare.policy import OK_RATE
+from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import INCONCLUSIVE
 from beameval.compare.wave_order import evaluation_order, wave_ends
 from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
-from beameval.config.statistics import field_path
-from beameval.core.errors import ConfigError, EvaluatorError
+from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
-from beameval.stats.breakdown import resolve, value_key
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import Run, score_ranges
 from pipeline.decide_baseline import resolve_decide_baseline
 from pipeline.decide_outputs import finish_decision
-from pipeline.decide_rows import Side, paired_differences, read_side
+from pipeline.decide_rows import Side, paired_differences, read_side, skipped_in_waves
+from pipeline.decide_rules import gated_scores, group_members, sequential_scores
+from pipeline.decide_targets import run_decided_targets
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
@@ -69,11 +69,8 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     """
     if not flags.decide:
         raise EvaluatorError("--baseline belongs to --decide: add --decide, or gate with python -m pipeline.compare.")
-    if config.targets is not None:
-        raise EvaluatorError(
-            "--decide with targets: is not supported yet; decide each candidate in its own run against the "
-            "baseline's output directory (--baseline OUT_A)."
-        )
+    if config.targets is not None:  # each candidate against the first target
+        return run_decided_targets(options, flags, config)
     if config.target is None:
         raise EvaluatorError("--decide needs a target: it decides whether to send the rest of the rows.")
     if not flags.baseline:
@@ -83,9 +80,9 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     level = policy.confidence_level(config.statistics.confidence_level)
     baseline = resolve_decide_baseline(flags.baseline, flags.history, config, flags.output)
     names = [name for name in RowScorer(config.metrics).score_names if name in score_ranges(baseline.results)]
-    gated = _gated(names, policy, score_ranges(baseline.results))
+    gated = gated_scores(names, policy, score_ranges(baseline.results))
     base = read_side(baseline.directory, [g[0] for g in gated if g[0] != OK_RATE], with_items=True)
-    groups = _groups(config, base, policy)
+    groups = group_members(config, base, policy)
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     domain = base.row_index if limit is None else base.row_index[base.row_index < limit]
     positions = evaluation_order(domain, settings.seed)
@@ -101,7 +98,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=run_id)
     started = time.time()
     waves: list[dict[str, Any]] = []
-    verdict, results = None, {}
+    verdict, results, budget_hit = None, {}, False
     for number, end in enumerate(ends):
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
@@ -114,10 +111,11 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
             _same_evaluation(results, baseline)
         candidate = read_side(flags.output, [g[0] for g in gated if g[0] != OK_RATE])
         pairs = paired_differences(base, candidate, order, end)
-        decision = decide_wave(_scores(gated, groups, pairs, policy), level, last=end == ends[-1])
+        decision = decide_wave(sequential_scores(gated, groups, pairs, policy), level, last=end == ends[-1])
         waves.append({"rows": end, "requests": (results.get("usage") or {}).get("requests"), "scores": decision.scores})
         verdict = decision.verdict
-        if verdict is None and results.get("stopped") == "budget":  # nothing more can be sent: undecided
+        budget_hit = skipped_in_waves(candidate, order, end) > 0
+        if verdict is None and budget_hit:  # the budget ran out inside the waves: nothing more can be sent
             verdict = INCONCLUSIVE
         if verdict is not None:
             break
@@ -131,60 +129,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         "requests_sent": sum(w["requests"] or 0 for w in waves),
         "waves": waves,
     }
-    return finish_decision(flags, results, block, baseline, order, policy, level)
-
-
-def _gated(
-    names: list[str], policy: GatePolicy, ranges: dict[str, tuple[float, float]]
-) -> list[tuple[str, float, float]]:
-    """``(name, margin, r)`` for every gated score, ``ok_rate`` first; a gated score of unknown range is refused."""
-    gated = [(OK_RATE, policy.margin(OK_RATE, (0.0, 1.0)) or 0.0, 1.0)]
-    for name in names:
-        bounds = ranges.get(name)
-        margin = policy.margin(name, bounds)
-        if margin is None:
-            continue
-        if bounds is None or not bounds[1] > bounds[0]:
-            raise ConfigError(
-                f"--decide cannot bound {name!r}: its range is unknown, and a confidence sequence needs bounded "
-                "values. Leave it out of the policy's scores, or declare its range (a judge score's range)."
-            )
-        gated.append((name, margin, bounds[1] - bounds[0]))
-    return gated
-
-
-def _groups(config: EvalConfig, base: Side, policy: GatePolicy) -> list[tuple[str, np.ndarray]]:
-    """``(label, its rows)`` per ``statistics.group_by`` value with at least ``min_group_pairs`` rows.
-
-    Fixed before the first wave (from the baseline's items), so K, the NO-GO family's size,
-    does not change as waves come in; a group still needs ``min_group_pairs`` pairs to decide.
-    """
-    groups = []
-    items = [json.loads(text) if text else None for text in base.items or []]
-    for by in config.statistics.group_by:
-        path = field_path(by)
-        labels = np.array([value_key(resolve(item, path)) for item in items], dtype=object)
-        for label in dict.fromkeys(labels.tolist()):
-            members = base.row_index[labels == label]
-            if len(members) >= policy.min_group_pairs:
-                groups.append((f"[{by}={label}]", members))
-    return groups
-
-
-def _scores(
-    gated: list[tuple[str, float, float]],
-    groups: list[tuple[str, np.ndarray]],
-    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
-    policy: GatePolicy,
-) -> list[SequentialScore]:
-    """Every gated score's differences so far; each group's join the NO-GO family only (never needed for GO)."""
-    scores = [SequentialScore(name, pairs[name][1], m, r, policy.min_pairs) for name, m, r in gated]
-    least = max(policy.min_pairs, policy.min_group_pairs)
-    for label, members in groups:
-        for name, m, r in gated:
-            rows, d = pairs[name]
-            scores.append(SequentialScore(name + label, d[np.isin(rows, members)], m, r, least, for_go=False))
-    return scores
+    return finish_decision(flags, results, block, baseline, order, policy, level, budget_hit)
 
 
 def _first_row(base: Side, in_order: np.ndarray) -> FirstRow | None:

@@ -23,6 +23,7 @@ from pipeline.options import EvalOptions
 from pipeline.quota import EXIT_BUDGET
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
+from pipeline.summary import format_summary_table
 from transforms.decide import DECIDED, DECIDED_MESSAGE
 
 __all__ = ["COMPARISON_FILE", "EXIT_CODES", "decision_exit", "finish_decision"]
@@ -40,13 +41,17 @@ def finish_decision(
     order: dict[int, int],
     policy: GatePolicy,
     level: float,
+    budget_hit: bool = False,
 ) -> dict[str, Any]:
-    """Write the decided run's outputs (see the module docstring); return its results document."""
+    """Write the decided run's outputs (see the module docstring); return its results document.
+
+    ``budget_hit``: rows of the waves were skipped by the budget (``stopped`` stays ``budget``);
+    otherwise every skipped row is one the decision left unsent (``stopped: "decided"``).
+    """
     output = flags.output.rstrip("/")
     add_order_columns(output, order, DECIDED_MESSAGE)
-    if results.get("complete") is False and results.get("stopped") == "budget" and decision["verdict"] in (GO, NO_GO):
-        skipped = (results.get("counts") or {}).get("skipped", 0)
-        results["stopped"] = DECIDED if skipped else results["stopped"]
+    if results.get("stopped") == "budget" and not budget_hit:  # finish_run saw skipped rows: they are ours
+        results["stopped"] = DECIDED
     results["decision"] = decision
     write_json_atomically(f"{output}/{RESULTS_FILE}", results)
     comparison = {
@@ -72,9 +77,23 @@ def finish_decision(
 
 
 def decision_exit(results: dict[str, Any]) -> int:
-    """Print the decision's one-paragraph summary on stderr; return the verdict's exit code."""
+    """Print the scores and the decision's one-paragraph summary; return the verdict's exit code."""
     decision = results["decision"]
     verdict = decision["verdict"]
+    if "candidates" in decision:  # targets: one line per candidate
+        for name, block in decision["candidates"].items():
+            print(
+                printable(f"{name}: {block['verdict']} after {block['rows_evaluated']} of {block['rows_total']} rows")
+            )
+        print(
+            printable(
+                f"decided: {verdict} (each candidate against the first target, "
+                f"{next(iter(decision['candidates'].values()))['baseline_target']})."
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_CODES[verdict]
+    print(printable(format_summary_table(results)))
     last = decision["waves"][-1]
     bounds = "; ".join(
         f"{s['name']}: delta in [{_fmt(s['cs_low'])}, {_fmt(s['cs_high'])}] (margin {_fmt(s['margin'])}, n {s['n']})"

@@ -23,7 +23,7 @@ from beameval.compare.policy import OK_RATE
 from beameval.core.errors import EvaluatorError
 from pipeline.results import write_file_atomically
 
-__all__ = ["Side", "add_order_columns", "paired_differences", "read_side"]
+__all__ = ["Side", "add_order_columns", "paired_differences", "read_side", "skipped_in_waves"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,12 @@ def paired_differences(
         finite = np.isfinite(d)
         result[name] = (rows[finite], d[finite])
     return result
+
+
+def skipped_in_waves(side: Side, order: dict[int, int], evaluated: int) -> int:
+    """Rows of the waves so far that were skipped all the same: a budget (or quota store) stopped them."""
+    positions = np.array([order.get(int(r), -1) for r in side.row_index], dtype=np.int64)
+    return int((side.skipped & (positions >= 0) & (positions < evaluated)).sum())
 
 
 def add_order_columns(directory: str, order: dict[int, int], decided_message: str) -> None:

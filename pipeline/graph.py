@@ -82,6 +82,8 @@ class TargetBranch:
     stored_shards: Sequence[str] | None
     stage: str
     handed: HandedReply | None = None
+    #: ``--decide``'s filter for this target (``transforms.decide.MarkDecided``); None evaluates every row.
+    wave: Callable[[InputRow], InputRow] | None = None
 
 
 def build_targets_graph(
@@ -124,6 +126,8 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
         branch = self._branch
+        if branch.wave is not None:
+            samples = samples | "DecideWave" >> beam.Map(branch.wave)
         return _evaluate(
             fingerprints,
             samples,

@@ -169,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
     if "decision" in results:  # --decide: the verdict is the exit code
-        print(printable(format_summary_table(results)))
         return decision_exit(results)
     if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
         print(printable(format_leaderboard(results, results["comparison"])))

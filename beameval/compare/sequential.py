@@ -182,20 +182,24 @@ def verdict_codes(
     return np.where(regressed, 1, np.where(passed, 0, -1))
 
 
-def decide_wave(scores: Sequence[SequentialScore], confidence_level: float, last: bool = False) -> WaveDecision:
+def decide_wave(
+    scores: Sequence[SequentialScore], confidence_level: float, last: bool = False, family: int | None = None
+) -> WaveDecision:
     """The verdict after a wave (see the module docstring).
 
     Args:
         scores: every gated score (K = their number, groups' included).
         confidence_level: the gate's level; ``a = (1 − confidence_level)/2``.
         last: no row is left to evaluate: an undecided run is INCONCLUSIVE.
+        family: K when the NO-GO family is larger than ``scores`` (a multi-target run decides
+            each candidate apart, K counting every candidate's scores).
 
     Returns:
         The verdict (None to go on) and one record per score: ``name``, ``n``,
         ``mean_delta``, ``cs_low`` (the GO bound, at ``beta = 2a``), ``cs_high`` (the NO-GO
         bound, at ``beta_high = 2a/K``; the same level when K = 1), ``margin``.
     """
-    beta_go, beta_no_go = levels(confidence_level, len(scores))
+    beta_go, beta_no_go = levels(confidence_level, family or len(scores))
     lows, highs, records = [], [], []
     for score in scores:
         n = int(len(score.differences))
