@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from beameval.compare.runs import baseline_run, is_verdict_record
+from beameval.testserver.harness import ServerProcess
 from pipeline.history import load_history
 from tests.conftest import CliResult
 
@@ -167,3 +168,37 @@ def test_a_broken_group_is_no_go_with_repeats(  # type: ignore[no-untyped-def]
     overall, green = scores["exact-match.exact-match"], scores['exact-match.exact-match[category="green"]']
     assert overall["cs_high"] > -0.25 > green["cs_high"] and green["mean_delta"] == -1.0
     assert overall["beta_high"] == pytest.approx(0.05 / 6)  # K: 2 scores overall + 2 in each of 2 groups
+
+
+def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-def]
+    server, write_jsonl, run_eval, tmp_path: Path
+) -> None:
+    # Two servers: the echo one answers the baseline and an equal candidate, the other fails every "red" row.
+    with ServerProcess(rules=[{"match": "red", "reply": "nope"}]) as broken:
+        server.reset(config=True)
+        config = _config(write_jsonl(DATA), {})
+        del config["target"]
+        model = {"format": "openai"}
+        config["targets"] = [
+            {"name": "base", "model": {**model, "url": server.base_url, "name": "base"}},
+            {"name": "worse", "model": {**model, "url": broken.base_url, "name": "worse"}},
+            {"name": "same", "model": {**model, "url": server.base_url, "name": "same"}},
+        ]
+        policy = tmp_path / "gate.yaml"
+        policy.write_text(yaml.safe_dump(POLICY))
+        result = run_eval(config, "--decide", "--policy", str(policy), "--progress_interval", "0")
+        assert result.code == 1, result.stderr  # one NO-GO makes the run NO-GO
+        decision = json.loads((result.output / "results.json").read_text())["decision"]
+        worse, same = decision["candidates"]["worse"], decision["candidates"]["same"]
+        assert worse["verdict"] == "NO-GO" and worse["rows_evaluated"] == WAVE
+        assert same["verdict"] == "GO" and same["rows_evaluated"] <= 0.4 * ROWS
+        assert decision["verdict"] == "NO-GO" and decision["rows_evaluated"] == same["rows_evaluated"]
+        # the worse candidate stopped at its decision; the baseline went on as long as "same" needed it
+        assert broken.stats()["requests"] == WAVE
+        assert server.stats()["requests"] == 2 * same["rows_evaluated"]
+        k = 2 * 2  # two candidates × (exact-match, ok_rate)
+        assert worse["waves"][0]["scores"][0]["beta_high"] == pytest.approx(0.05 / k)
+        rows = _rows(result.output / "targets" / "worse")
+        assert sum(r["status"] == "skipped" for r in rows) == ROWS - WAVE
+        comparison = json.loads((result.output / "comparison.json").read_text())
+        assert [c["verdict"] for c in comparison["comparisons"]] == ["NO-GO", "GO"]
