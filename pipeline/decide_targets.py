@@ -36,6 +36,7 @@ from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
 from beameval.inference.engine import InferenceEngine
+from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import score_ranges
@@ -217,6 +218,8 @@ def _finish(
     }
     write_json_atomically(FileSystems.join(flags.output, RESULTS_FILE), top)
     write_json_atomically(FileSystems.join(flags.output, COMPARISON_FILE), comparison)
+    with FileSystems.create(FileSystems.join(flags.output, "report.html")) as handle:
+        handle.write(render_leaderboard_report(top, None).encode("utf-8"))
     return top
 
 

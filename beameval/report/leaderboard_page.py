@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beameval.report.decision import decision_section
 from beameval.report.html import attr, esc, interval, num, page, table
 
 __all__ = ["render_leaderboard_report"]
@@ -29,6 +30,10 @@ def render_leaderboard_report(results: Mapping[str, Any], comparison: Mapping[st
         body.append(f"<section><h2>Group {esc(by)} = {esc(value)}</h2>{_scores_table(entries, pick)}</section>")
     if comparison is not None:
         body.append(_comparisons(comparison))
+    decision = results.get("decision")  # --decide: each candidate's bounds against the first target
+    if isinstance(decision, Mapping):
+        for name, block in (decision.get("candidates") or {}).items():
+            body.append(f"<h2>{esc(name)} against {esc(targets[0] if targets else '–')}</h2>{decision_section(block)}")
     return page("Leaderboard", "".join(body))
 
 

@@ -202,3 +202,5 @@ def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-de
         assert sum(r["status"] == "skipped" for r in rows) == ROWS - WAVE
         comparison = json.loads((result.output / "comparison.json").read_text())
         assert [c["verdict"] for c in comparison["comparisons"]] == ["NO-GO", "GO"]
+        page = (result.output / "report.html").read_text()
+        assert "worse against base" in page and "same against base" in page
