@@ -123,9 +123,17 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
         run_info = _run_wave(options, config, branches, paths, limit)
         for branch in branches:
             per_target[branch.name] = finish_run(
-                configs[branch.name], branch.output, branch.stage, branch.run_id, store, paths, started, run_info,
-                None, spent[branch.name],
-            )  # fmt: skip
+                configs[branch.name],
+                branch.output,
+                branch.stage,
+                branch.run_id,
+                store,
+                paths,
+                started,
+                run_info,
+                None,
+                spent[branch.name],
+            )
         base_dir = target_dir(flags.output, base_name)
         if number == 0:
             score_names = [n for n in RowScorer(config.metrics).score_names if n in score_ranges(per_target[base_name])]
@@ -182,7 +190,7 @@ def _finish(
     rows_total: int,
 ) -> dict[str, Any]:
     """Order columns in every target's rows/, each candidate's decision, the leaderboard and comparison.json."""
-    blocks = {}
+    blocks: dict[str, dict[str, Any]] = {}
     base_name = next(iter(per_target))
     for name, results in per_target.items():
         directory = target_dir(flags.output, name)
@@ -207,9 +215,14 @@ def _finish(
         report_after_run(directory, results)  # its page with the decision section
     overall = _overall(list(blocks.values()))
     top = build_leaderboard(per_target, config.public_dump(), run_info)
-    top["decision"] = {"verdict": overall, "seed": settings.seed, "wave_rows": settings.wave_rows, "rows_total":
-                       rows_total, "rows_evaluated": max(b["rows_evaluated"] for b in blocks.values()),
-                       "candidates": blocks}  # fmt: skip
+    top["decision"] = {
+        "verdict": overall,
+        "seed": settings.seed,
+        "wave_rows": settings.wave_rows,
+        "rows_total": rows_total,
+        "rows_evaluated": max(int(b["rows_evaluated"]) for b in blocks.values()),  # the baseline's
+        "candidates": blocks,
+    }
     comparison = {
         "verdict": overall,
         "method": "anytime-valid confidence sequence (--decide)",
