@@ -50,11 +50,12 @@ from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.local_runner import choose_runner
-from pipeline.options import EvalOptions
+from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config, spent_before
 from transforms.decide import MarkDecided
+from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
 
 __all__ = ["run_decided"]
@@ -176,9 +177,11 @@ def _run_wave(
     stage = staging_dir(flags.output, run_id)
     job = job_config(config, options, handed.spent_after(spent))
     build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply, wave)
+    interval, _, local = progress_settings(options)
     try:
-        result = pipeline.run()
-        result.wait_until_finish()
+        with watch_progress(run_id, interval if local else 0.0):  # the wave's rows, as a plain run shows them
+            result = pipeline.run()
+            result.wait_until_finish()
     finally:
         InferenceEngine.close_all()
         JournalWriter.close_all()
