@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.schema import EvalConfig
+from beameval.core.records import InputRow
 from beameval.core.scoring import RowScorer
 from beameval.inference.first_request import HandedReply
 from pipeline.options import progress_settings
@@ -43,6 +44,7 @@ def build_graph(
     stored_shards: Sequence[str] | None = None,
     stage: str | None = None,
     handed: HandedReply | None = None,
+    wave: Callable[[InputRow], InputRow] | None = None,
 ) -> None:
     """Add the whole evaluation to ``pipeline``.
 
@@ -59,9 +61,12 @@ def build_graph(
             them into ``output`` (``pipeline.output_dir``); None writes to ``output``.
         handed: the preflight's answer to the first row's request
             (``pipeline.first_answer.HandOff``): ``GenerateSamples`` answers that row with it.
+        wave: ``--decide``'s filter (``transforms.decide.MarkDecided``): rows outside the waves so far are skipped.
     """
     read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if _scores_offline(config) else None)
     samples = _read(pipeline, config, read)
+    if wave is not None:
+        samples = samples | "DecideWave" >> beam.Map(wave)
     scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, handed)
     _progress(pipeline, scored, run_id, read, limit)
 
@@ -77,6 +82,8 @@ class TargetBranch:
     stored_shards: Sequence[str] | None
     stage: str
     handed: HandedReply | None = None
+    #: ``--decide``'s filter for this target (``transforms.decide.MarkDecided``); None evaluates every row.
+    wave: Callable[[InputRow], InputRow] | None = None
 
 
 def build_targets_graph(
@@ -119,6 +126,8 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
         branch = self._branch
+        if branch.wave is not None:
+            samples = samples | "DecideWave" >> beam.Map(branch.wave)
         return _evaluate(
             fingerprints,
             samples,

@@ -24,7 +24,7 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
-from beameval.compare.runs import FORMATS, format_runs, history_record, verdict_record
+from beameval.compare.runs import FORMATS, format_runs, history_record, is_verdict_record, verdict_record
 from beameval.core.errors import EvaluatorError, OutputError
 
 __all__ = [
@@ -43,7 +43,7 @@ RUNS_DIR = "runs"
 
 
 def append_run(history: str, results: dict[str, Any], output: str) -> str:
-    """Record a completed run in the history; return where the record went.
+    """Record a completed (or ``--decide``-stopped) run in the history; return where the record went.
 
     Args:
         history: the history directory (local path or Beam file-system URL).
@@ -54,13 +54,42 @@ def append_run(history: str, results: dict[str, Any], output: str) -> str:
         OutputError: the history cannot be written.
     """
     record = history_record(results, output if "://" in output else os.path.abspath(output))
+    if results.get("stopped"):  # a run stopped by --decide (or a budget): its status keeps it from being a baseline
+        record["stopped"] = results["stopped"]
     try:
-        return _append(history, record, str(record.get("finished_at") or ""), str(record.get("run_id")))
+        where = _append(history, record, str(record.get("finished_at") or ""), str(record.get("run_id")))
+        if record.get("status") == "completed":
+            _inherit_decision(history, record)
     except Exception as exc:  # noqa: BLE001 - every file system raises its own types
         raise OutputError(
             f"the run completed and results.json was written, but it could not be recorded in the history "
             f"{history!r}: {exc}. Check that the location is writable; the run itself need not be repeated."
         ) from None
+    return where
+
+
+def _inherit_decision(history: str, record: dict[str, Any]) -> None:
+    """A run that ``--resume`` completed after ``--decide`` stopped it keeps that decision's verdict.
+
+    Its run id is new, so without this it would count as never compared, hence accepted:
+    a NO-GO decided on part of the rows would become ``latest`` once the rest was evaluated.
+    Only when the decided run is the last one recorded for the same output directory.
+    """
+    records, _ = read_runs(history)
+    earlier = [
+        r
+        for r in records
+        if not is_verdict_record(r) and r.get("output") == record["output"] and r.get("run_id") != record["run_id"]
+    ]
+    if not earlier or earlier[-1].get("stopped") != "decided":
+        return
+    decided = earlier[-1].get("run_id")
+    verdicts = [r for r in records if is_verdict_record(r) and r.get("run_id") == decided]
+    if verdicts:
+        last = verdicts[-1]
+        stamp = str(record.get("finished_at") or last.get("compared_at") or "")
+        inherited = verdict_record(record["run_id"], last.get("verdict"), last.get("baseline_run_id"), stamp)
+        _append(history, inherited, stamp, f"{record['run_id']}-verdict")
 
 
 def append_verdict(

@@ -68,7 +68,19 @@ class EvalOptions(PipelineOptions):
         parser.add_argument(
             "--policy",
             default=None,
-            help="with targets: the gate policy (YAML or JSON) of the comparisons in OUT_DIR/comparison.json",
+            help="with targets or --decide: the gate policy (YAML or JSON) of OUT_DIR/comparison.json",
+        )
+        parser.add_argument(
+            "--decide",
+            **SWITCH,
+            default=False,
+            help="evaluate in seeded waves against --baseline and stop sending once the gate's verdict is certain "
+            "(anytime-valid; exit code 0 GO, 1 NO-GO, 4 INCONCLUSIVE)",
+        )
+        parser.add_argument(
+            "--baseline",
+            default=None,
+            help="with --decide: the baseline run's output directory, or latest/previous with --history",
         )
         parser.add_argument(
             "--no_cache",

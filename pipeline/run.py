@@ -26,6 +26,8 @@ from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
 from pipeline.compare import EXIT_CODES
 from pipeline.config import load_config
+from pipeline.decide import run_decided
+from pipeline.decide_outputs import decision_exit
 from pipeline.failures import format_failures
 from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
@@ -79,6 +81,8 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     if interrupt is not None:
         interrupt.output = flags.output
     config = load_config(flags.config)
+    if flags.decide or flags.baseline:  # evaluate in waves and stop once the verdict is certain (pipeline.decide)
+        return run_decided(options, flags, config, run_id)
     if config.targets is not None:  # several targets in one run (pipeline.multi)
         return run_targets(options, flags, config)
     if flags.policy:
@@ -170,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     if results["status"] == "dry_run":
         print(f"dry run: built the {results['run']['runner']} job; nothing was submitted, run or written.")
         return 0
+    if "decision" in results:  # --decide: the verdict is the exit code
+        return decision_exit(results)
     if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
         comparison = results["comparison"]
         print(printable(format_leaderboard(results, comparison)))

@@ -13,6 +13,8 @@
 * :mod:`~beameval.compare.messages`: the one-paragraph verdict messages a scheduler logs.
 * :mod:`~beameval.compare.identity`: what makes two runs comparable: the dataset fingerprint and hashes.
 * :mod:`~beameval.compare.runs`: run-history records and the ``latest`` baseline rule.
+* :mod:`~beameval.compare.sequential`: ``--decide``'s anytime-valid confidence sequence and wave verdict.
+* :mod:`~beameval.compare.wave_order`: ``--decide``'s seeded evaluation order and its waves.
 
 Nothing here imports apache_beam: the Beam job (``transforms/pair.py``) only delegates.
 """

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from beameval.config.cache import CacheConfig
+from beameval.config.decide import DecideConfig
 from beameval.config.endpoints import TargetConfig
 from beameval.config.errors import format_errors
 from beameval.config.frozen import Frozen
@@ -48,6 +49,8 @@ class EvalConfig(Frozen):
     metrics: Annotated[list[SerializeAsAny[MetricConfig]], Field(min_length=1)]
     cache: CacheConfig | None = None
     statistics: StatisticsConfig = StatisticsConfig()
+    #: ``--decide``'s evaluation order and wave size (``beameval.config.decide``).
+    decide: DecideConfig | None = None
 
     @field_validator("metrics", mode="before")
     @classmethod

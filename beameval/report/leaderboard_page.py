@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from beameval.report.decision import decision_section
 from beameval.report.html import attr, esc, interval, num, page, pval, table
 from beameval.report.leaderboard_chart import ranked_targets, score_panel
 from beameval.report.matrix import MatrixRow, matrix_section
@@ -51,6 +52,10 @@ def render_leaderboard_report(
         body.append(f"<section><h2>Group {esc(by)} = {esc(value)}</h2>{_scores_table(entries, pick)}</section>")
     if comparison is not None:
         body.append(_comparisons(comparison))
+    decision = results.get("decision")  # --decide: each candidate's bounds against the first target
+    if isinstance(decision, Mapping):
+        for name, block in (decision.get("candidates") or {}).items():
+            body.append(f"<h2>{esc(name)} against {esc(targets[0] if targets else '–')}</h2>{decision_section(block)}")
     if matrix:
         names = [str(s["name"]) for s in (entries[0]["scores"] if entries else []) if s.get("mean") is not None]
         config = results.get("config") or {}

@@ -12,6 +12,7 @@ from typing import Any
 
 from beameval.outputs.groups import GROUPS_FILE, largest_groups
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
+from beameval.report.decision import decision_section
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
 from beameval.report.rows import group_token, reference_fields, row_columns, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
@@ -65,6 +66,7 @@ def render_run_report(
         + (f" · run {esc(run_id)}" if run_id else "")
         + "</p>",
         _headline(results, scores),
+        decision_section(results.get("decision")),
         _histograms(scores),
         _groups(
             groups, [str(s["name"]) for s in scores], GROUPS_FILE if results.get("groups_summary") else "results.json"

@@ -1,0 +1,246 @@
+"""``--decide`` with ``targets:``: each candidate against the first target, in waves, until every one is decided.
+
+The first target is the baseline and is evaluated in the same waves (one multi-target Beam
+job per wave, each target on its own branch with its own filter: ``TargetBranch.wave``). After
+each wave every undecided candidate's paired differences with the first target go through
+``decide_wave`` with K counting every candidate's gated scores (the NO-GO family of the whole
+run). A decided candidate's rows freeze where it decided (later waves answer them from its
+journal and send nothing for it); the run stops when every candidate is decided, or after
+the last row. Each ``OUT/targets/NAME/`` is a run directory with ``eval_order`` and
+``skip_reason`` in rows/ (a candidate's results.json carries its own ``decision``);
+``OUT/results.json`` is the leaderboard with ``decision`` (the overall verdict and one block
+per candidate), and ``OUT/comparison.json`` one entry per candidate.
+
+Unlike a single-target run, the preflight sends no request here (each target's first
+answer would be a paid request outside the waves' accounting); its free checks still run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beameval.cache.journal import JournalWriter
+from beameval.compare.policy import OK_RATE
+from beameval.compare.sequential import decide_wave
+from beameval.compare.verdict import GO, INCONCLUSIVE, NO_GO, Verdict
+from beameval.compare.wave_order import evaluation_order, wave_ends
+from beameval.config.decide import DecideConfig
+from beameval.config.schema import EvalConfig
+from beameval.core.errors import EvaluatorError
+from beameval.core.scoring import RowScorer
+from beameval.inference.engine import InferenceEngine
+from beameval.report.leaderboard_page import render_leaderboard_report
+from pipeline.cache import lookup_shards, run_store_use
+from pipeline.compare_pair import load_policy
+from pipeline.compare_runs import score_ranges
+from pipeline.decide_dataset import row_count
+from pipeline.decide_outputs import COMPARISON_FILE
+from pipeline.decide_rows import add_order_columns, paired_differences, read_side
+from pipeline.decide_rules import gated_scores, group_members, sequential_scores
+from pipeline.finish import finish_run, pipeline_metrics, runner_info
+from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.leaderboard import build_leaderboard
+from pipeline.local_runner import choose_runner
+from pipeline.multi import target_dir
+from pipeline.options import EvalOptions
+from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.preflight import preflight
+from pipeline.quota import job_config, spent_before
+from pipeline.report import report_after_run
+from pipeline.results import RESULTS_FILE, write_json_atomically
+from transforms.decide import DECIDED, DECIDED_MESSAGE, MarkDecided
+from transforms.read import list_dataset_files
+
+__all__ = ["run_decided_targets"]
+
+
+def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig) -> dict[str, Any]:
+    """Run ``--decide`` over ``targets:`` (see the module docstring); return the top-level results document.
+
+    Raises:
+        EvaluatorError: fewer than two targets, ``--baseline`` given, or anything a run raises.
+    """
+    assert config.targets is not None
+    if len(config.targets) < 2 or flags.baseline:
+        raise EvaluatorError(
+            "--decide with targets: compares each target with the first, so it needs at least two targets and no "
+            "--baseline."
+        )
+    settings = config.decide or DecideConfig()
+    policy = load_policy(flags.policy)
+    level = policy.confidence_level(config.statistics.confidence_level)
+    configs = {target.name: config.for_target(target) for target in config.targets}
+    names = list(configs)
+    base_name, candidates = names[0], names[1:]
+    paths = list_dataset_files(config.dataset.path)
+    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
+    for single in configs.values():
+        preflight(single, paths)  # the free checks only (see the module docstring)
+    limit = flags.limit if flags.limit is not None else config.params.limit_samples
+    total = row_count(paths, config.dataset.format)
+    domain = np.arange(total if limit is None else min(total, limit), dtype=np.int64)
+    positions = evaluation_order(domain, settings.seed)
+    in_order = domain[np.argsort(positions)]
+    order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
+    ends = wave_ends(len(in_order), settings.wave_rows)
+    store = run_store_use(config, flags)
+    run_ids = {name: uuid.uuid4().hex for name in names}
+    lock_output(flags.output, uuid.uuid4().hex)
+    if flags.resume:  # before anything is sent: the journals answer the config they were started with
+        check_resumed_config(flags.output, config)
+    started = time.time()
+    frozen: dict[str, int] = {}  # a decided candidate: the rows it decided on
+    verdicts: dict[str, Verdict | None] = dict.fromkeys(candidates)
+    waves: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
+    per_target: dict[str, dict[str, Any]] = {}
+    gated: list[tuple[str, float, float]] = []
+    groups: list[tuple[str, np.ndarray]] = []
+    for number, end in enumerate(ends):
+        resume = flags.resume or number > 0
+        prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
+        if number == 0:
+            record_job(flags.output, config, flags.resume)
+        branches, spent = [], {}
+        for name, single in configs.items():
+            directory = target_dir(flags.output, name)
+            prepare_output(directory, flags.overwrite and number == 0, resume=resume)
+            spent[name] = spent_before(directory) if resume else (0.0, 0.0)
+            wave = MarkDecided(int(row) for row in in_order[: frozen.get(name, end)])
+            branches.append(
+                TargetBranch(
+                    name,
+                    job_config(single, options, spent[name]),
+                    directory,
+                    run_ids[name],
+                    lookup_shards(single, directory, store, resume),
+                    staging_dir(directory, run_ids[name]),
+                    wave=wave,
+                )
+            )
+        run_info = _run_wave(options, config, branches, paths, limit)
+        for branch in branches:
+            per_target[branch.name] = finish_run(
+                configs[branch.name],
+                branch.output,
+                branch.stage,
+                branch.run_id,
+                store,
+                paths,
+                started,
+                run_info,
+                None,
+                spent[branch.name],
+            )
+        base_dir = target_dir(flags.output, base_name)
+        if number == 0:
+            score_names = [n for n in RowScorer(config.metrics).score_names if n in score_ranges(per_target[base_name])]
+            gated = gated_scores(score_names, policy, score_ranges(per_target[base_name]))
+            groups = group_members(config, read_side(base_dir, [], with_items=True), policy)
+        measured = [name for name, _, _ in gated if name != OK_RATE]
+        base = read_side(base_dir, measured)
+        family = len(candidates) * len(gated) * (1 + len(groups))
+        for name in candidates:
+            if verdicts[name] is not None:
+                continue
+            pairs = paired_differences(base, read_side(target_dir(flags.output, name), measured), order, end)
+            scores = sequential_scores(gated, groups, pairs, policy)
+            decision = decide_wave(scores, level, last=end == ends[-1], family=family)
+            waves[name].append({"rows": end, "scores": decision.scores})
+            if decision.verdict is not None:
+                verdicts[name], frozen[name] = decision.verdict, end
+        if all(verdict is not None for verdict in verdicts.values()):
+            break
+    return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order))
+
+
+def _run_wave(
+    options: PipelineOptions, config: EvalConfig, branches: list[TargetBranch], paths: list[str], limit: int | None
+) -> dict[str, Any]:
+    """One multi-target Beam job over the dataset; the run facts every target's results.json records."""
+    wave_started = time.time()
+    pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
+    build_targets_graph(pipeline, config, branches, paths, limit)
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        InferenceEngine.close_all()
+        JournalWriter.close_all()
+    return {
+        **runner_info(options),
+        **pipeline_metrics(result),
+        "wall_time_s": round(time.time() - wave_started, 3),
+        "dataset_files": len(paths),
+    }
+
+
+def _finish(
+    flags: EvalOptions,
+    config: EvalConfig,
+    per_target: dict[str, dict[str, Any]],
+    run_info: dict[str, Any],
+    verdicts: dict[str, Verdict | None],
+    waves: dict[str, list[dict[str, Any]]],
+    frozen: dict[str, int],
+    order: dict[int, int],
+    settings: DecideConfig,
+    rows_total: int,
+) -> dict[str, Any]:
+    """Order columns in every target's rows/, each candidate's decision, the leaderboard and comparison.json."""
+    blocks: dict[str, dict[str, Any]] = {}
+    base_name = next(iter(per_target))
+    for name, results in per_target.items():
+        directory = target_dir(flags.output, name)
+        add_order_columns(directory, order, DECIDED_MESSAGE)
+        if name == base_name:
+            continue
+        verdict = verdicts[name] or INCONCLUSIVE
+        blocks[name] = {
+            "verdict": verdict,
+            "seed": settings.seed,
+            "wave_rows": settings.wave_rows,
+            "rows_evaluated": frozen.get(name, waves[name][-1]["rows"] if waves[name] else 0),
+            "rows_total": rows_total,
+            "baseline_run_id": (per_target[base_name].get("provenance") or {}).get("run_id"),
+            "baseline_target": base_name,
+            "waves": waves[name],
+        }
+        if results.get("stopped") == "budget" and (results.get("counts") or {}).get("skipped"):
+            results["stopped"] = DECIDED
+        results["decision"] = blocks[name]
+        write_json_atomically(FileSystems.join(directory, RESULTS_FILE), results)
+        report_after_run(directory, results)  # its page with the decision section
+    overall = _overall(list(blocks.values()))
+    top = build_leaderboard(per_target, config.public_dump(), run_info)
+    top["decision"] = {
+        "verdict": overall,
+        "seed": settings.seed,
+        "wave_rows": settings.wave_rows,
+        "rows_total": rows_total,
+        "rows_evaluated": max(int(b["rows_evaluated"]) for b in blocks.values()),  # the baseline's
+        "candidates": blocks,
+    }
+    comparison = {
+        "verdict": overall,
+        "method": "anytime-valid confidence sequence (--decide)",
+        "baseline": base_name,
+        "comparisons": [{"candidate": name, "verdict": b["verdict"], "decision": b} for name, b in blocks.items()],
+    }
+    write_json_atomically(FileSystems.join(flags.output, RESULTS_FILE), top)
+    write_json_atomically(FileSystems.join(flags.output, COMPARISON_FILE), comparison)
+    with FileSystems.create(FileSystems.join(flags.output, "report.html")) as handle:
+        handle.write(render_leaderboard_report(top, None).encode("utf-8"))
+    return top
+
+
+def _overall(blocks: list[dict[str, Any]]) -> Verdict:
+    """NO-GO if any candidate is, GO if every one is, else INCONCLUSIVE."""
+    seen = {b["verdict"] for b in blocks}
+    return NO_GO if NO_GO in seen else GO if seen == {GO} else INCONCLUSIVE
