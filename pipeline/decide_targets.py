@@ -46,6 +46,7 @@ from pipeline.decide_rows import add_order_columns, paired_differences, read_sid
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.job_record import check_resumed_config, record_job
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.multi import target_dir
