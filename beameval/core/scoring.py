@@ -58,7 +58,7 @@ class RowScorer:
         self.detail_names = (["id"] if id_field else []) + [
             f"{key}.{name}" for key, metric in self.metrics for name in metric.detail_names()
         ]
-        self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
+        self._corpus_metrics = [(key, m) for key, m in self.metrics if m.collects_corpus_stats()]
         self._detail_metrics = [(key, m, m.detail_names()) for key, m in self.metrics if m.detail_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:
