@@ -12,6 +12,7 @@ from typing import Any
 
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
+from beameval.report.judge_panel import judge_section
 from beameval.report.rows import group_token, reference_fields, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
 from beameval.report.sample import FailureBreakdown, SampleInfo
@@ -65,6 +66,7 @@ def render_run_report(
         + "</p>",
         _headline(results, scores),
         _histograms(scores),
+        judge_section(results),
         _groups(groups, [str(s["name"]) for s in scores]),
         _failures(results, failures),
         _rows_section(results, rows, scores, group_fields, drawn, failures, sample),
