@@ -15,7 +15,7 @@ from typing import Any
 from beameval.core.scoring import metric_keys
 from beameval.judges.calibration import MIN_LABELLED
 
-__all__ = ["uncalibrated_judges"]
+__all__ = ["judge_score_names", "uncalibrated_judges"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class _Recorded:
     name: str | None
 
 
-def _judge_scores(results: Mapping[str, Any]) -> list[str]:
+def judge_score_names(results: Mapping[str, Any]) -> list[str]:
+    """Every ``llm-judge`` score of a run, as ``<metric key>.<score>``, from its recorded config."""
     metrics = [m for m in ((results.get("config") or {}).get("metrics") or []) if isinstance(m, Mapping)]
     keys = metric_keys([_Recorded(str(m.get("type")), m.get("name")) for m in metrics])
     return [
@@ -60,7 +61,7 @@ def uncalibrated_judges(baseline: Mapping[str, Any], candidate: Mapping[str, Any
         {record["score"]: record for record in results.get("judge_agreement") or []}
         for results in (baseline, candidate)
     ]
-    for name in dict.fromkeys([*_judge_scores(baseline), *_judge_scores(candidate)]):
+    for name in dict.fromkeys([*judge_score_names(baseline), *judge_score_names(candidate)]):
         reasons = [
             reason
             for side, records in zip(("baseline", "candidate"), agreements, strict=True)
