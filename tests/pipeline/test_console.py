@@ -45,7 +45,7 @@ def exit_code(argv: list[str]) -> int | str | None:
 
 
 def test_every_command_runs_its_modules_main(capsys: pytest.CaptureFixture[str]) -> None:
-    assert set(COMMANDS) == {"run", "compare", "cache", "history", "report"}
+    assert set(COMMANDS) == {"run", "compare", "cache", "history", "report", "judge-labels"}
     for name in COMMANDS:
         assert exit_code([name, "--help"]) == 0
         assert "usage:" in capsys.readouterr().out
