@@ -60,7 +60,7 @@ def test_no_command_or_an_unknown_one_is_a_usage_error(capsys: pytest.CaptureFix
     assert main(["histroy", "runs/"]) == 2
     assert capsys.readouterr().err == (
         "error: unknown command 'histroy'; did you mean 'history'? "
-        "The commands are: run, compare, cache, history, report.\n"
+        "The commands are: run, compare, cache, history, report, judge-labels.\n"
     )
 
 
