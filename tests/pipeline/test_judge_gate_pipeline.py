@@ -45,7 +45,7 @@ def judged(clean_server, run_eval, write_jsonl, tmp_path):
         rules=[{"match": f"JUDGE <r{i}>", "reply": json.dumps({"quality": q})} for i, q in enumerate(judge)]
     )
     agreeing = [q if rng.random() < 0.8 else rng.randint(1, 5) for q in judge]
-    unrelated = [q if rng.random() < 0.2 else rng.randint(1, 5) for q in judge]
+    unrelated = [q if rng.random() < 0.1 else rng.randint(1, 5) for q in judge]
     runs = {}
     for name, labels in (("good_a", agreeing), ("good_b", agreeing), ("biased", unrelated)):
         runs[name] = _run(tmp_path, name, clean_server, run_eval, write_jsonl, labels)
@@ -61,7 +61,7 @@ def _compare(capsys, tmp_path, baseline, candidate, *extra):
 
 def test_a_biased_judge_never_gives_go_on_its_score(judged, capsys, tmp_path):
     (good_kappa, good_a), (_, good_b), (biased_kappa, biased) = judged.values()
-    assert good_kappa >= 0.7 and 0.05 <= biased_kappa <= 0.35, (good_kappa, biased_kappa)
+    assert good_kappa >= 0.7 and 0.05 <= biased_kappa <= 0.3, (good_kappa, biased_kappa)
     code, comparison, _ = _compare(capsys, tmp_path, good_a, good_b)
     assert (code, comparison["verdict"]) == (0, "GO")
     code, comparison, streams = _compare(capsys, tmp_path, good_a, biased)
