@@ -61,7 +61,9 @@ def write_labels_file(
     try:
         results = read_json(FileSystems.join(out_dir.rstrip("/"), RESULTS_FILE))
     except Exception as exc:  # noqa: BLE001 - every file system says "not there" its own way
-        raise EvaluatorError(f"cannot read {RESULTS_FILE} in {out_dir!r}: is it the output of a completed run? ({exc})")
+        raise EvaluatorError(
+            f"cannot read {RESULTS_FILE} in {out_dir!r} ({exc}): pass the output directory of a completed run"
+        ) from None
     judged = judge_score_names(results)
     if not judged:
         raise EvaluatorError(f"the run {out_dir!r} has no llm-judge score to sample by")
@@ -70,7 +72,7 @@ def write_labels_file(
         raise EvaluatorError(f"--score {score!r} is not a judge score of the run; its judge scores: {judged}")
     metric = score.rsplit(".", 1)[0]
     names = [name.rsplit(".", 1)[1] for name in judged if name.rsplit(".", 1)[0] == metric]
-    sampler = StratifiedSampler(rows, seed)
+    sampler: StratifiedSampler[float] = StratifiedSampler(rows, seed)
     for row in _rows(out_dir, ["item", "output_text", score]):
         value = row.get(score)
         if value is None or math.isnan(value):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = ["StratifiedSampler"]
 
+S = TypeVar("S", bound=Hashable)  # a stratum: the judge's value
 
-class StratifiedSampler:
+
+class StratifiedSampler(Generic[S]):
     """Up to ``size`` rows, as evenly as possible across strata.
 
     Args:
@@ -30,10 +32,10 @@ class StratifiedSampler:
             raise ValueError("the sample size must be at least 1")
         self._size = size
         self._rng = random.Random(seed)
-        self._reservoirs: dict[Hashable, list[Any]] = {}
-        self._seen: dict[Hashable, int] = {}
+        self._reservoirs: dict[S, list[Any]] = {}
+        self._seen: dict[S, int] = {}
 
-    def add(self, stratum: Hashable, row: Any) -> None:
+    def add(self, stratum: S, row: Any) -> None:
         """Offer one row of ``stratum``."""
         reservoir = self._reservoirs.setdefault(stratum, [])
         seen = self._seen[stratum] = self._seen.get(stratum, 0) + 1
@@ -44,7 +46,7 @@ class StratifiedSampler:
         if slot < self._size:
             reservoir[slot] = row
 
-    def counts(self) -> dict[Hashable, int]:
+    def counts(self) -> dict[S, int]:
         """Rows offered per stratum."""
         return dict(self._seen)
 

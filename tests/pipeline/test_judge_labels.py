@@ -78,3 +78,8 @@ def test_a_run_without_a_judge_is_refused(run_eval, write_jsonl, tmp_path, capsy
     assert run.code == 0
     assert console_main(["judge-labels", str(run.output), "--output", str(tmp_path / "l.jsonl")]) == 2
     assert "has no llm-judge score to sample by" in capsys.readouterr().err
+
+
+def test_a_directory_without_a_run_is_refused(tmp_path, capsys):
+    assert console_main(["judge-labels", str(tmp_path), "--output", str(tmp_path / "l.jsonl")]) == 2
+    assert f"cannot read results.json in {str(tmp_path)!r}" in capsys.readouterr().err
