@@ -14,6 +14,11 @@ TEST = [
     "trustme>=1.0",
     "httpx>=0.27,<1",
     "wheel>=0.40",
+    # Test-only oracles of the judge statistics (beameval/judges computes them itself from mergeable counts):
+    "scikit-learn>=1.5",  # cohen_kappa_score
+    "krippendorff>=0.8",  # krippendorff.alpha
+    "statsmodels>=0.14",  # cohens_kappa's Fleiss-Cohen-Everitt interval
+    "ppi-python>=0.2.3",  # ppi_mean_ci (Angelopoulos et al. 2023)
 ]
 
 setup(

@@ -23,6 +23,7 @@ from beameval.compare.gate import ComparisonInput, GateResult, GroupInput, Score
 from beameval.compare.pairing import BASELINE, CANDIDATE, SIDES, PairTally
 from beameval.compare.policy import OK_RATE, GatePolicy, parse_policy
 from beameval.core.errors import ConfigError, EvaluatorError
+from beameval.judges.trust import uncalibrated_judges
 from beameval.stats.breakdown import group_order, parse_scope
 from pipeline.compare_runs import Run, config_group_by, record_count, run_summary, score_ranges
 from pipeline.results import read_json
@@ -252,8 +253,9 @@ def gate_input(tally: PairTally, plan: PairPlan, baseline: Run, candidate: Run) 
     names, group_by = plan.names, plan.group_by
     ranges = {**score_ranges(candidate.results), **score_ranges(baseline.results)}
     unpaired = (tally.unpaired[BASELINE], tally.unpaired[CANDIDATE])
+    judges = uncalibrated_judges(baseline.results, candidate.results)
     scores = [
-        ScoreInput(name, sums, ranges.get(name), *unpaired, nan)
+        ScoreInput(name, sums, ranges.get(name), *unpaired, nan, judges.get(name))
         for name, sums, nan in zip(names, tally.scores, tally.nan_excluded, strict=True)
     ]
     scores.append(ScoreInput(OK_RATE, tally.ok_rate, (0.0, 1.0), *unpaired))
@@ -261,7 +263,10 @@ def gate_input(tally: PairTally, plan: PairPlan, baseline: Run, candidate: Run) 
     for scope in sorted(tally.groups, key=lambda scope: group_order(*parse_scope(scope))):
         position, value = parse_scope(scope)
         sums = tally.groups[scope]
-        members = [ScoreInput(name, part, ranges.get(name)) for name, part in zip(names, sums, strict=False)]
+        members = [
+            ScoreInput(name, part, ranges.get(name), uncalibrated_judge=judges.get(name))
+            for name, part in zip(names, sums, strict=False)
+        ]
         members.append(ScoreInput(OK_RATE, sums[-1], (0.0, 1.0)))
         groups.append(GroupInput(group_by[position], value, tally.group_paired.get(scope, 0), members))
     stopped = [f"the {SIDES[side]} run stopped at its {run.stopped}" for side, run in enumerate((baseline, candidate))]

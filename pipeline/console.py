@@ -29,6 +29,7 @@ COMMANDS = {
     "cache": ("pipeline.cache", "inspect and maintain a response store: stats | prune | compact"),
     "history": ("pipeline.history", "list the runs recorded with --history DIR"),
     "report": ("pipeline.report", "write report.html again for a run or comparison directory"),
+    "judge-labels": ("pipeline.judge_labels", "sample a run's rows by judge score into a file for people to label"),
 }
 
 

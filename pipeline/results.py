@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from beameval.core.durable import write_atomically
 from beameval.core.redaction import redact_urls
 from beameval.core.scoring import RowScorer
+from beameval.judges.calibration import judge_results
 from beameval.stats.corpus import corpus_result
 from beameval.stats.ranges import clip_to_range
 from beameval.stats.rubric import rubric_result
@@ -39,10 +40,12 @@ def build_results(
         }
         for group in summary.get("groups", [])
     ]
+    agreement, _ = judge_results(scorer.metrics, summary.get("corpus", {}), level)
     return {
         "status": "completed",
         "counts": _counts(summary["counts"], repeats),
         "aggregate_scores": {"scores": _scores(summary, scorer, level)},
+        **({"judge_agreement": agreement} if agreement else {}),
         **({"groups": groups} if config_dump.get("statistics", {}).get("group_by") else {}),
         "usage": summary["usage"],
         "run": run_info,
@@ -64,12 +67,15 @@ def _scores(summary: dict[str, Any], scorer: RowScorer, level: float) -> list[di
         for key, metric in scorer.metrics
         for name, levels in metric.rubric_definitions().items()
     }
+    _, ppis = judge_results(scorer.metrics, summary.get("corpus", {}), level)
     scores = []
     for name in scorer.score_names:
         # An empty dataset still reports every score, with null statistics.
         result = summary["scores"].get(name) or score_result(ScoreAccumulator(), name, level)
         if name in rubrics:
             result = rubric_result(result, summary["labels"].get(f"{name}.label", {}), rubrics[name])
+        if name in ppis:  # a calibrated judge's score: the prediction-powered mean of the human score
+            result = {**result, "ppi": ppis[name]}
         scores.append(clip_to_range(result, scorer.score_ranges.get(name)))
     for key, metric in scorer.metrics:
         names = metric.corpus_output_names()

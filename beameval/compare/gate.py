@@ -11,7 +11,10 @@ For every gated score (margin ``m`` from the policy, see ``GatePolicy.margin``):
   comparison passed in, group scores included (``correction: none`` leaves them); a score
   that cannot regress (``se = 0`` inside the margin), or has fewer than ``min_pairs`` pairs,
   is left out of the family;
-* GO when ``ci_low ≥ −m``, NO-GO when ``p_regression_adjusted < a``, else INCONCLUSIVE.
+* GO when ``ci_low ≥ −m``, NO-GO when ``p_regression_adjusted < a``, else INCONCLUSIVE;
+* a judge score not calibrated in both runs (``uncalibrated_judge``, ``beameval.judges.trust``)
+  is INCONCLUSIVE at best, its note naming the judge and its agreement, unless the policy
+  sets ``require_calibrated_judges: false``.
 
 A comparison is NO-GO if any score or gated group score is NO-GO, else GO when every gated
 (overall) score is GO, else INCONCLUSIVE; a run that stopped early caps GO at INCONCLUSIVE.
@@ -36,7 +39,10 @@ __all__ = ["ComparisonInput", "GateResult", "GroupInput", "ScoreInput", "gate_co
 
 @dataclass(frozen=True)
 class ScoreInput:
-    """One compared score: its paired sums, its known range (None when unknown) and its counts."""
+    """One compared score: its paired sums, its known range (None when unknown) and its counts.
+
+    ``uncalibrated_judge`` says why a judge score is not calibrated in both runs (None otherwise).
+    """
 
     name: str
     sums: PairedSums
@@ -44,6 +50,7 @@ class ScoreInput:
     unpaired_baseline: int = 0
     unpaired_candidate: int = 0
     nan_excluded: int = 0
+    uncalibrated_judge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ def gate_comparisons(
     for comparison, result in zip(comparisons, results, strict=True):
         for record in [*result.scores, *(r for g in result.groups for r in g["scores"])]:
             _decide(record, level, confidence_level, policy.min_pairs)
+            _distrust(record, policy)
         gated = [r["verdict"] for r in result.scores if r["gated"]]
         in_groups = [r["verdict"] for g in result.groups for r in g["scores"] if r["gated"]]
         result.verdict = overall_verdict(gated, in_groups)
@@ -182,7 +190,20 @@ def _record(
         "verdict": None,
         "rows_needed": None,
         "note": _note(margin, gated_group, enough, min_pairs, policy.min_group_pairs),
+        "uncalibrated_judge": score.uncalibrated_judge,
     }
+
+
+def _distrust(record: dict[str, Any], policy: GatePolicy) -> None:
+    """Cap a GO of a judge score not calibrated in both runs at INCONCLUSIVE (NO-GO stays)."""
+    reason = record["uncalibrated_judge"]
+    if reason is None or not policy.require_calibrated_judges or record["verdict"] != GO:
+        return
+    record["verdict"] = INCONCLUSIVE
+    record["note"] = (
+        f"INCONCLUSIVE at best: {reason}; a judge gates only when it agrees with human labels "
+        "(calibration: on the judge), or set require_calibrated_judges: false in the policy"
+    )
 
 
 def _note(margin: float | None, gated_group: bool, enough: bool, min_pairs: int, min_group_pairs: int) -> str | None:

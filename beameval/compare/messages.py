@@ -48,10 +48,12 @@ def verdict_message(comparison: dict[str, Any], flips_path: str) -> str:
         parts = "; ".join(f"{s['name']} {_delta(s, level)}: {_needed(s)}" for s in undecided)
         if not undecided:
             return f"INCONCLUSIVE: every gated score is within its margin on {paired} paired rows, but{tail}"
+        advice = "Compare on more rows, or raise max_drop in the policy if a drop of that size is acceptable."
+        if all(s.get("uncalibrated_judge") for s in undecided):  # more rows would not help: the judge is the doubt
+            advice = "Label rows for the judge (beameval judge-labels) until it is calibrated in both runs."
         return (
             f"INCONCLUSIVE: {len(undecided)} of {len(scores)} gated scores cannot be decided on {paired} paired rows: "
-            f"{parts}. Compare on more rows, or raise max_drop in the policy if a drop of that size is acceptable."
-            f"{tail}"
+            f"{parts}. {advice}{tail}"
         )
     parts = "; ".join(f"{s['name']} {_delta(s, level)}" for s in scores)
     return f"GO: every gated score is at worst within its margin on {paired} paired rows: {parts}.{tail}"

@@ -44,6 +44,9 @@ class GatePolicy(Frozen):
       a score of unknown range (a remote metric) is then only reported;
     * ``ok_rate`` always (at 0.01 of its [0, 1] range unless named).
 
+    A judge score gates only when its judge is calibrated in both runs (else it is
+    INCONCLUSIVE at best); ``require_calibrated_judges: false`` gates it as any other score.
+
     ``alpha``, when given, sets the confidence level to ``1 - alpha``; each one-sided test then
     runs at ``a = alpha / 2``. Unknown keys are refused.
     """
@@ -54,6 +57,7 @@ class GatePolicy(Frozen):
     default_max_drop_fraction: Annotated[float, Field(ge=0, lt=1)] | None = None
     min_pairs: Annotated[int, Field(ge=2)] = 10
     min_group_pairs: Annotated[int, Field(ge=2)] = 30
+    require_calibrated_judges: bool = True
 
     def confidence_level(self, configured: float | None) -> float:
         """``1 - alpha`` when the policy sets alpha, else the runs' ``statistics.confidence_level`` (0.95)."""
@@ -92,6 +96,7 @@ class GatePolicy(Frozen):
             "default_max_drop_fraction": self.default_max_drop_fraction,
             "min_pairs": self.min_pairs,
             "min_group_pairs": self.min_group_pairs,
+            "require_calibrated_judges": self.require_calibrated_judges,
         }
 
 

@@ -7,19 +7,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import CallUsage, GeneratedRow, InferenceInfo, RowFailure, ScoredRow, item_json
 from beameval.metrics.base import Metric, MetricConfig, MetricContext
 from beameval.metrics.registry import resolve
 
-__all__ = ["RowScorer", "metric_keys"]
+__all__ = ["KeyedMetric", "RowScorer", "metric_keys"]
 
 NAN = math.nan
 
 
-def metric_keys(configs: Sequence[MetricConfig]) -> list[str]:
+class KeyedMetric(Protocol):
+    """What names a metric in score names: a metric config, or its dump as a run recorded it."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+
+def metric_keys(configs: Sequence[KeyedMetric]) -> list[str]:
     """Unique metric keys: a metric's ``name`` when set, else its type with ``_2``, ``_3``… for repeats.
 
     The numbered form is the reference's rule; a ``name`` says which of two ``f1`` metrics
@@ -58,7 +68,7 @@ class RowScorer:
         self.detail_names = (["id"] if id_field else []) + [
             f"{key}.{name}" for key, metric in self.metrics for name in metric.detail_names()
         ]
-        self._corpus_metrics = [(key, m) for key, m in self.metrics if m.corpus_output_names()]
+        self._corpus_metrics = [(key, m) for key, m in self.metrics if m.collects_corpus_stats()]
         self._detail_metrics = [(key, m, m.detail_names()) for key, m in self.metrics if m.detail_names()]
 
     def score(self, row: GeneratedRow) -> ScoredRow:

@@ -138,6 +138,10 @@ class Metric(ABC, Generic[ConfigT]):
         """Names of corpus-level outputs (computed over the whole run)."""
         return []
 
+    def collects_corpus_stats(self) -> bool:
+        """Whether rows carry ``corpus_stats`` (a calibrated judge sums its agreement counts this way)."""
+        return bool(self.corpus_output_names())
+
     def corpus_stats(self, ctx: MetricContext) -> list[float] | None:
         """This row's contribution to the corpus score, summed element-wise over rows."""
         return None

@@ -25,6 +25,11 @@ judge (docs/METRICS.md, `llm-judge`), with these fixes:
   ``parallelism`` 8) instead of a fixed 600 s and 3 retries.
 * A regex parser without a capturing group is a config error instead of NaN on every row.
 
+* **Calibration** (``calibration:``, ``beameval.judges.calibration``): with human labels,
+  each row also adds counts (confusion matrix, unlabelled judge values) that the run sums
+  like a corpus metric's statistics; results.json reports ``judge_agreement`` and each
+  judge score's ``ppi`` from them.
+
 ``nan_reason`` is ``""`` when every score is a number, else ``"<score>: <reason>"`` joined
 with ``"; "``. Reasons never quote the reply, so they take few distinct values.
 
@@ -54,6 +59,7 @@ from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 from beameval.inference.targets.model import ModelHandler, as_request
 from beameval.inference.targets.model_request import has_token_limit, structured_output_params
+from beameval.judges.calibration import Calibration, CalibrationConfig, categories_of
 from beameval.metrics.base import EndpointMetric, EndpointSettings, MetricConfig, MetricContext, register
 from beameval.metrics.judge.parsing import parse_reply
 from beameval.metrics.judge.prompt import DefaultPrompt
@@ -87,6 +93,7 @@ class LLMJudgeConfig(MetricConfig):
         parallelism: the most judge requests in flight per worker process.
         max_retries: retries per judge request.
         request_timeout: seconds per judge attempt.
+        calibration: human labels to measure the judge's agreement against (``judge_agreement``, ``ppi``).
     """
 
     model: ModelTarget
@@ -100,6 +107,7 @@ class LLMJudgeConfig(MetricConfig):
     parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
     max_retries: Annotated[int, Field(ge=0, le=100)] = 3
     request_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 120.0
+    calibration: CalibrationConfig | None = None
 
     @field_validator("scores")
     @classmethod
@@ -125,6 +133,13 @@ class LLMJudgeConfig(MetricConfig):
             except EvaluatorError as exc:
                 raise ValueError(exc.message) from None
         return template
+
+    @model_validator(mode="after")
+    def _calibratable_scores(self) -> LLMJudgeConfig:
+        if self.calibration is not None:
+            for score in self.scores:
+                categories_of(score)  # a ValueError names the score that cannot be calibrated
+        return self
 
     @model_validator(mode="after")
     def _valid_structured_output(self) -> LLMJudgeConfig:
@@ -171,6 +186,8 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         )
         self._handler: ModelHandler | None = None
         self._logged_failures = 0
+        #: the human labels and their counting, or None without ``calibration:`` (reads the labels file).
+        self.calibration = Calibration(config.calibration, self._scores) if config.calibration is not None else None
 
     def _structured_output(self) -> dict[str, Any] | None:
         if self.config.structured_output is False:
@@ -232,6 +249,19 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         return self.endpoint_handler().prepare(request, ctx.item)
 
     # The scoring phase.
+    def collects_corpus_stats(self) -> bool:
+        return self.calibration is not None
+
+    def corpus_stats(self, ctx: MetricContext) -> list[float] | None:
+        """With calibration, this row's agreement counts (``Calibration.row_counts``)."""
+        if self.calibration is None:
+            return None
+        reply = self.reply(ctx)
+        text = reply.sample.get("output_text") if reply.error is None and reply.sample is not None else None
+        parsed = parse_reply(text if isinstance(text, str) else "", self._scores)  # "" parses as NaN everywhere
+        judged = {score.name: (result.value, result.label) for score, result in zip(self._scores, parsed, strict=True)}
+        return self.calibration.row_counts(ctx.item, judged)
+
     def score(self, ctx: MetricContext) -> Mapping[str, float | str]:
         reply = self.reply(ctx)
         if reply.error is not None or reply.sample is None:

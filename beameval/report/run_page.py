@@ -14,6 +14,7 @@ from beameval.outputs.groups import GROUPS_FILE, largest_groups
 from beameval.report.charts import histogram, interval_bar, rubric_bars, value_domain
 from beameval.report.decision import decision_section
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
+from beameval.report.judge_panel import judge_section
 from beameval.report.rows import group_token, reference_fields, row_columns, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
 from beameval.report.sample import FailureBreakdown, SampleInfo
@@ -68,9 +69,8 @@ def render_run_report(
         _headline(results, scores),
         decision_section(results.get("decision")),
         _histograms(scores),
-        _groups(
-            groups, [str(s["name"]) for s in scores], GROUPS_FILE if results.get("groups_summary") else "results.json"
-        ),
+        judge_section(results),
+        _groups(groups, [str(s["name"]) for s in scores], _every_group_in(results)),
         _failures(results, failures),
         _rows_section(results, rows, scores, group_fields, drawn, failures, sample),
         usage_section(results.get("usage") or {}),

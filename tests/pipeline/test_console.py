@@ -45,7 +45,7 @@ def exit_code(argv: list[str]) -> int | str | None:
 
 
 def test_every_command_runs_its_modules_main(capsys: pytest.CaptureFixture[str]) -> None:
-    assert set(COMMANDS) == {"run", "compare", "cache", "history", "report"}
+    assert set(COMMANDS) == {"run", "compare", "cache", "history", "report", "judge-labels"}
     for name in COMMANDS:
         assert exit_code([name, "--help"]) == 0
         assert "usage:" in capsys.readouterr().out
@@ -60,7 +60,7 @@ def test_no_command_or_an_unknown_one_is_a_usage_error(capsys: pytest.CaptureFix
     assert main(["histroy", "runs/"]) == 2
     assert capsys.readouterr().err == (
         "error: unknown command 'histroy'; did you mean 'history'? "
-        "The commands are: run, compare, cache, history, report.\n"
+        "The commands are: run, compare, cache, history, report, judge-labels.\n"
     )
 
 

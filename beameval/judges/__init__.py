@@ -1,0 +1,1 @@
+"""Judges you can trust: agreement with human labels, prediction-powered means, calibration."""
