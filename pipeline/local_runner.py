@@ -8,7 +8,9 @@ with SIGINT ignored (``trap '' INT``, which survives ``exec``), so only the driv
 and stops the workers itself; SIGTERM still ends a worker as usual. The FnApiRunner never
 tries to download anything (a plain ``DirectRunner`` first fetches Prism). Beam's
 ``--dry_run`` is honoured here too (the FnApiRunner ignores it and would run the whole job,
-paying for every request): the job is built and translated, and nothing runs.
+paying for every request): the job is built and translated, and nothing runs. The gRPC
+servers the FnApiRunner opens for its worker processes bind loopback only
+(``pipeline.loopback``): Beam would open them on every interface.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ import shlex
 import sys
 from typing import Any
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    PortableOptions,
+    StandardOptions,
+    TestOptions,
+)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+from pipeline.loopback import loopback_binds
 
 __all__ = ["LOCAL_RUNNER_NAMES", "LocalRunner", "WORKER_COMMAND", "choose_runner"]
 
@@ -32,12 +42,19 @@ WORKER_COMMAND = f"trap '' INT; exec {shlex.quote(sys.executable)} -m apache_bea
 
 
 class LocalRunner(FnApiRunner):  # type: ignore[misc]  # Beam is untyped
-    """``FnApiRunner``, with SIGINT-ignoring worker processes in ``multi_processing`` mode."""
+    """``FnApiRunner``, with SIGINT-ignoring worker processes in ``multi_processing`` mode, bound to loopback."""
 
     def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
         if options.view_as(TestOptions).dry_run:
             pipeline.to_runner_api()  # every transform translates: the job is one a real run would start
             return PipelineResult(PipelineState.DONE)
+        if (options.view_as(PortableOptions).environment_type or "").upper() == "EXTERNAL":
+            # Worker pools elsewhere connect back to this host's name (Beam's host_from_worker).
+            return self._run(pipeline, options)
+        with loopback_binds():  # the FnApiRunner runs the whole job inside run_pipeline
+            return self._run(pipeline, options)
+
+    def _run(self, pipeline: Any, options: PipelineOptions) -> Any:
         direct = options.view_as(DirectOptions)
         if direct.direct_running_mode != "multi_processing":
             return super().run_pipeline(pipeline, options)
