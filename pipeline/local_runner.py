@@ -10,7 +10,9 @@ tries to download anything (a plain ``DirectRunner`` first fetches Prism). Beam'
 ``--dry_run`` is honoured here too (the FnApiRunner ignores it and would run the whole job,
 paying for every request): the job is built and translated, and nothing runs. The gRPC
 servers the FnApiRunner opens for its worker processes bind loopback only
-(``pipeline.loopback``): Beam would open them on every interface.
+(``pipeline.loopback``): Beam would open them on every interface. So does the LOOPBACK
+worker pool a ``PortableRunner`` starts in this process (its workers are told
+``localhost:PORT``): ``--runner=PortableRunner`` runs as ``LoopbackPortableRunner``.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from apache_beam.options.pipeline_options import (
     TestOptions,
 )
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.portability.portable_runner import PortableRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from pipeline.loopback import loopback_binds
 
-__all__ = ["LOCAL_RUNNER_NAMES", "LocalRunner", "WORKER_COMMAND", "choose_runner"]
+__all__ = ["LOCAL_RUNNER_NAMES", "LocalRunner", "LoopbackPortableRunner", "WORKER_COMMAND", "choose_runner"]
 
 #: ``--runner`` values that mean "this machine's engine" (compared lower-case, as Beam does). A plain
 #: ``DirectRunner`` (Airflow's default, and what most Beam users type) would first try to fetch Prism.
@@ -68,7 +71,21 @@ class LocalRunner(FnApiRunner):  # type: ignore[misc]  # Beam is untyped
             direct.direct_running_mode = "multi_processing"
 
 
-def choose_runner(options: PipelineOptions) -> LocalRunner | None:
-    """``LocalRunner`` for no ``--runner`` or a local name (``LOCAL_RUNNER_NAMES``); ``None`` lets Beam pick."""
-    name = options.view_as(StandardOptions).runner or ""
-    return LocalRunner() if name.lower() in LOCAL_RUNNER_NAMES else None
+class LoopbackPortableRunner(PortableRunner):  # type: ignore[misc]  # Beam is untyped
+    """``PortableRunner`` whose LOOPBACK worker pool, started in this process, binds loopback only."""
+
+    def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
+        with loopback_binds():  # the pool binds while the job is submitted; the job runs on after
+            return super().run_pipeline(pipeline, options)
+
+
+def choose_runner(options: PipelineOptions) -> LocalRunner | LoopbackPortableRunner | None:
+    """The runner to hand ``beam.Pipeline``; ``None`` lets Beam pick.
+
+    ``LocalRunner`` for no ``--runner`` or a local name (``LOCAL_RUNNER_NAMES``),
+    ``LoopbackPortableRunner`` for ``PortableRunner``.
+    """
+    name = (options.view_as(StandardOptions).runner or "").lower()
+    if name == "portablerunner":
+        return LoopbackPortableRunner()
+    return LocalRunner() if name in LOCAL_RUNNER_NAMES else None

@@ -9,10 +9,17 @@ reaches a worker pool can make it run code), and Beam has no flag to bind them e
 While ``loopback_binds()`` is active, a wildcard bind (``[::]``, ``0.0.0.0``) in this
 process becomes ``localhost``, which gRPC binds on 127.0.0.1 and ::1 only. Servers bound
 to a named host are left as asked.
+
+``python -m pipeline.loopback MODULE [ARGS...]`` runs another module's ``__main__`` the same
+way, for the servers one starts beside a run: Beam's Python job service
+(``apache_beam.runners.portability.local_job_service_main``) or a worker pool
+(``apache_beam.runners.worker.worker_pool_main``).
 """
 
 from __future__ import annotations
 
+import runpy
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,3 +65,11 @@ def loopback_binds() -> Iterator[None]:
             if _active == 0 and _original is not None:
                 grpc._server._Server.add_insecure_port = _original
                 _original = None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m pipeline.loopback MODULE [ARGS...]  (MODULE's gRPC servers bind loopback only)")
+    sys.argv = sys.argv[1:]
+    with loopback_binds():
+        runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
