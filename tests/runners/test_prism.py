@@ -61,8 +61,8 @@ def prism_binary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def prism(prism_binary: Path, tmp_path_factory) -> Iterator[str]:
-    """A Prism job server in its own process, on a port the kernel picks; yields ``localhost:PORT``."""
+def prism_server(prism_binary: Path, tmp_path_factory) -> Iterator[tuple[str, int]]:
+    """A Prism job server in its own process, on a port the kernel picks; yields ``localhost:PORT`` and its PID."""
     log = tmp_path_factory.mktemp("prism") / "prism.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
@@ -79,7 +79,7 @@ def prism(prism_binary: Path, tmp_path_factory) -> Iterator[str]:
         port = int(found.group(1))
         # What docs/RUNNERS.md says: every interface, and no flag to change it.
         assert listening_hosts(port) <= {"::", "0.0.0.0"}, listening_hosts(port)
-        yield f"localhost:{port}"
+        yield f"localhost:{port}", proc.pid
     finally:
         proc.terminate()
         try:
@@ -87,6 +87,12 @@ def prism(prism_binary: Path, tmp_path_factory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def prism(prism_server: tuple[str, int]) -> str:
+    """The module's Prism job server endpoint."""
+    return prism_server[0]
 
 
 def on_prism(endpoint: str, *extra: str) -> list[str]:
@@ -125,7 +131,28 @@ def assert_same_outputs(got: CliResult, want: CliResult) -> None:
     assert got.errors == want.errors
 
 
-def test_offline_qa_example_on_prism_equals_the_local_runner(prism: str, prism_binary: Path, run_eval) -> None:
+def _session(sid: int) -> list[int]:
+    """The processes of session ``sid`` (a client started in its own session, and what it left behind)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                found.append(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_offline_qa_example_on_prism_equals_the_local_runner(
+    prism: str, prism_binary: Path, run_eval, tmp_path: Path
+) -> None:
     config = example("offline")
     local = run_eval(config)
     assert local.code == 0, local.stderr
@@ -133,10 +160,17 @@ def test_offline_qa_example_on_prism_equals_the_local_runner(prism: str, prism_b
     portable = run_eval(config, *on_prism(prism))
     assert portable.results["run"]["runner"] == "PortableRunner"
     assert_same_outputs(portable, local)
-    # Beam's own launcher for Prism: it starts the given binary for this one job.
-    launched = run_eval(config, "--runner=PrismRunner", f"--prism_location={prism_binary}")
+    # Beam's own launcher for Prism starts the given binary and stops it when the client exits: a subprocess
+    # here, so that Prism's wildcard port does not stay open for the rest of the session.
+    output = tmp_path / "prism-runner"
+    flags = ["--runner=PrismRunner", f"--prism_location={prism_binary}"]
+    client = start_run(config, output, tmp_path, *flags)
+    stdout, stderr = client.communicate(timeout=240)
+    launched = CliResult(client.returncode, stdout, stderr, output)
     assert launched.results["run"]["runner"] == "PrismRunner"
     assert_same_outputs(launched, local)
+    left = [pid for pid in _session(client.pid) if _command(pid).startswith(str(prism_binary))]
+    assert not left, "the Prism that PrismRunner started outlived its client"
 
 
 @pytest.fixture(scope="module")
