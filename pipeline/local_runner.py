@@ -11,8 +11,9 @@ tries to download anything (a plain ``DirectRunner`` first fetches Prism). Beam'
 paying for every request): the job is built and translated, and nothing runs. The gRPC
 servers the FnApiRunner opens for its worker processes bind loopback only
 (``pipeline.loopback``): Beam would open them on every interface. So does the LOOPBACK
-worker pool a ``PortableRunner`` starts in this process (its workers are told
-``localhost:PORT``): ``--runner=PortableRunner`` runs as ``LoopbackPortableRunner``.
+worker pool that a ``PortableRunner``, ``PrismRunner`` or ``FlinkRunner`` starts in this
+process, though its workers are told ``localhost:PORT``: those runners run as
+subclasses whose pool binds loopback (``LOOPBACK_RUNNERS``).
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
     TestOptions,
 )
+from apache_beam.runners.portability.flink_runner import FlinkRunner
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.portability.portable_runner import PortableRunner
+from apache_beam.runners.portability.prism_runner import PrismRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from pipeline.loopback import loopback_binds
 
-__all__ = ["LOCAL_RUNNER_NAMES", "LocalRunner", "LoopbackPortableRunner", "WORKER_COMMAND", "choose_runner"]
+__all__ = ["LOCAL_RUNNER_NAMES", "LOOPBACK_RUNNERS", "LocalRunner", "WORKER_COMMAND", "choose_runner"]
 
 #: ``--runner`` values that mean "this machine's engine" (compared lower-case, as Beam does). A plain
 #: ``DirectRunner`` (Airflow's default, and what most Beam users type) would first try to fetch Prism.
@@ -71,21 +74,41 @@ class LocalRunner(FnApiRunner):  # type: ignore[misc]  # Beam is untyped
             direct.direct_running_mode = "multi_processing"
 
 
-class LoopbackPortableRunner(PortableRunner):  # type: ignore[misc]  # Beam is untyped
-    """``PortableRunner`` whose LOOPBACK worker pool, started in this process, binds loopback only."""
+class _LoopbackPool:
+    """A portable runner whose LOOPBACK worker pool, started in this process, binds loopback only."""
 
     def run_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
         with loopback_binds():  # the pool binds while the job is submitted; the job runs on after
-            return super().run_pipeline(pipeline, options)
+            return super().run_pipeline(pipeline, options)  # type: ignore[misc]  # the runner class after this one
 
 
-def choose_runner(options: PipelineOptions) -> LocalRunner | LoopbackPortableRunner | None:
+class _PortableRunner(_LoopbackPool, PortableRunner):  # type: ignore[misc]  # Beam is untyped
+    pass
+
+
+class _PrismRunner(_LoopbackPool, PrismRunner):  # type: ignore[misc]
+    pass
+
+
+class _FlinkRunner(_LoopbackPool, FlinkRunner):  # type: ignore[misc]
+    pass
+
+
+#: ``--runner`` values (lower-case) that start a LOOPBACK pool in this process, and the runner that binds it loopback.
+LOOPBACK_RUNNERS: dict[str, type[Any]] = {
+    "portablerunner": _PortableRunner,
+    "prismrunner": _PrismRunner,
+    "flinkrunner": _FlinkRunner,
+}
+
+
+def choose_runner(options: PipelineOptions) -> LocalRunner | PortableRunner | None:
     """The runner to hand ``beam.Pipeline``; ``None`` lets Beam pick.
 
-    ``LocalRunner`` for no ``--runner`` or a local name (``LOCAL_RUNNER_NAMES``),
-    ``LoopbackPortableRunner`` for ``PortableRunner``.
+    ``LocalRunner`` for no ``--runner`` or a local name (``LOCAL_RUNNER_NAMES``); for a name
+    in ``LOOPBACK_RUNNERS``, Beam's runner with its LOOPBACK pool on loopback.
     """
     name = (options.view_as(StandardOptions).runner or "").lower()
-    if name == "portablerunner":
-        return LoopbackPortableRunner()
+    if name in LOOPBACK_RUNNERS:
+        return LOOPBACK_RUNNERS[name]()
     return LocalRunner() if name in LOCAL_RUNNER_NAMES else None

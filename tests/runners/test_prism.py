@@ -36,8 +36,9 @@ import yaml
 
 from beameval.testserver.harness import PROJECT_ROOT, ServerProcess
 from tests.conftest import CliResult
+from tests.pipeline.test_loopback import listening_sockets
 from tests.pipeline.test_resume_pipeline import interrupt_halfway, journaled_keys, start_run
-from tests.pipeline.test_runners import listening_hosts
+from tests.pipeline.test_runners import LOOPBACK, listening_hosts
 from tests.runners.prism_env import BINARY, CACHE, VERSION, ensure, go_toolchain
 from tests.scheduling.test_worker_pools import _started_workers, worker_pools  # noqa: F401 - the fixture
 
@@ -161,14 +162,24 @@ def test_offline_qa_example_on_prism_equals_the_local_runner(
     assert portable.results["run"]["runner"] == "PortableRunner"
     assert_same_outputs(portable, local)
     # Beam's own launcher for Prism starts the given binary and stops it when the client exits: a subprocess
-    # here, so that Prism's wildcard port does not stay open for the rest of the session.
+    # here, so that Prism's wildcard port does not stay open for the rest of the session. Meanwhile the
+    # sockets its processes listen on are watched: Prism's own on every interface (no flag changes it),
+    # the client's LOOPBACK worker pool on loopback only.
     output = tmp_path / "prism-runner"
     flags = ["--runner=PrismRunner", f"--prism_location={prism_binary}"]
     client = start_run(config, output, tmp_path, *flags)
-    stdout, stderr = client.communicate(timeout=240)
+    seen: dict[bool, set[tuple[str, int]]] = {True: set(), False: set()}  # is it Prism's? -> (host, port)
+    deadline = time.monotonic() + 240
+    while client.poll() is None and time.monotonic() < deadline:
+        for pid in _session(client.pid):
+            seen[_command(pid).startswith(str(prism_binary))] |= listening_sockets({pid})
+        time.sleep(0.2)
+    stdout, stderr = client.communicate(timeout=10)
     launched = CliResult(client.returncode, stdout, stderr, output)
     assert launched.results["run"]["runner"] == "PrismRunner"
     assert_same_outputs(launched, local)
+    assert seen[False] and {host for host, _ in seen[False]} <= LOOPBACK, seen[False]
+    assert seen[True] and {host for host, _ in seen[True]} <= {"::", "0.0.0.0"}, seen[True]
     left = [pid for pid in _session(client.pid) if _command(pid).startswith(str(prism_binary))]
     assert not left, "the Prism that PrismRunner started outlived its client"
 
