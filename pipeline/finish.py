@@ -25,7 +25,7 @@ from beameval.outputs.groups import GROUPS_FILE, bound_groups, groups_parquet
 from pipeline.cache import publish_run
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.history import append_run
-from pipeline.local_runner import choose_runner
+from pipeline.local_runner import LocalRunner, choose_runner
 from pipeline.output_dir import publish_outputs
 from pipeline.provenance import build_provenance
 from pipeline.quota import budget_fields, costs
@@ -159,7 +159,7 @@ def _value(metric: Any) -> Any:
 def runner_info(options: PipelineOptions) -> dict[str, Any]:
     """Which runner ran, and for the local one its mode and worker processes (not just "FnApiRunner")."""
     runner = options.view_as(StandardOptions).runner
-    if choose_runner(options) is None:
+    if not isinstance(choose_runner(options), LocalRunner):
         return {"runner": runner}
     direct = options.view_as(DirectOptions)
     mode = direct.direct_running_mode or "in_memory"

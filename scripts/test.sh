@@ -19,7 +19,13 @@
 #   - unless --fast: the Airflow DAG test's own environment in $AIRFLOW_VENV (default
 #     /tmp/airflow-venv, outside the repository; Airflow 3.3.2 and providers, about 2.2 GB,
 #     2-5 minutes the first time, in the background while the other tests run; reused
-#     after), see tests/scheduling/airflow_env.py.
+#     after), see tests/scheduling/airflow_env.py;
+#   - Prism, Beam's portable runner in Go, for the tests in tests/runners/: built with
+#     `go install github.com/apache/beam/sdks/v2/go/cmd/prism@vVERSION` (VERSION: the
+#     installed apache-beam's) into $PRISM_CACHE (default ~/.cache/beameval/prism-vVERSION,
+#     outside the repository; about 70 s and 66 MB the first time, in the background while
+#     the other tests run), see tests/runners/prism_env.py. Without a Go toolchain nothing
+#     is built and those tests are skipped, naming the reason.
 # Every check runs even when an earlier one fails; the exit code is the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -111,9 +117,20 @@ if [ "$fast" = 0 ]; then
   fi
 fi
 
+# 4. Prism for the portable-runner tests (tests/runners/prism_env.py says whether it builds,
+# reuses, or skips for want of Go); in the background like the Airflow environment, and the
+# Prism tests' fixture takes the same file lock.
+prism_build=
+if [ "$setup_only" = 1 ] || [ "$dry_run" = 1 ]; then
+  step "$VENV/bin/python" tests/runners/prism_env.py || die "building Prism failed"
+else
+  "$VENV/bin/python" tests/runners/prism_env.py &
+  prism_build=$!
+fi
+
 [ "$setup_only" = 0 ] || { say "set-up done"; exit 0; }
 
-# 4. The checks.
+# 5. The checks.
 first_failure=0
 check() {
   local name=$1
@@ -141,6 +158,10 @@ else
 fi
 if [ -n "$airflow_build" ] && ! wait "$airflow_build"; then
   say "building the Airflow test environment failed (log: ${AIRFLOW_VENV:-/tmp/airflow-venv}.build.log)" >&2
+  [ "$first_failure" != 0 ] || first_failure=2
+fi
+if [ -n "$prism_build" ] && ! wait "$prism_build"; then
+  say "building Prism failed (its log is named above; tests/runners/prism_env.py)" >&2
   [ "$first_failure" != 0 ] || first_failure=2
 fi
 check ruff "$VENV/bin/ruff" check .

@@ -2,8 +2,10 @@
 
 Each non-default runner must give exactly the default runner's results. Beam's gRPC
 servers (job service, LOOPBACK worker pool, the runner's control/data/state/logging
-servers) bind to every interface (``[::]``) by default; here they are rewritten to bind
-to ``localhost`` only, in this process and in the job-service subprocess.
+servers) bind to every interface (``[::]``) by default; the evaluator binds the ones it
+opens to loopback (``pipeline.loopback``), which the tests check here without patching
+anything in this process. The job-service subprocess, which stands in for a cluster's job
+server, runs under ``pipeline.loopback`` as a user would run it.
 """
 
 from __future__ import annotations
@@ -23,23 +25,6 @@ import pytest
 from beameval.testserver.harness import PROJECT_ROOT
 
 
-def loopback(address: str) -> str:
-    """A gRPC bind address with a wildcard host (``[::]``, ``0.0.0.0``) turned into ``localhost``."""
-    for wildcard in ("[::]:", "0.0.0.0:"):
-        if address.startswith(wildcard):
-            return "localhost:" + address[len(wildcard) :]
-    return address
-
-
-def bind_localhost(add_insecure_port):
-    """Wrap ``grpc.Server.add_insecure_port`` so that wildcard binds use loopback."""
-
-    def add(self, address):
-        return add_insecure_port(self, loopback(address))
-
-    return add
-
-
 def honour_num_workers(run_via_runner_api):
     """Make the job service's FnApiRunner start ``--direct_num_workers`` SDK workers, as Flink's parallelism would.
 
@@ -57,35 +42,33 @@ def honour_num_workers(run_via_runner_api):
     return run
 
 
-# The job service: Beam's local_job_service_main with the same loopback-only binds.
+# The job service: Beam's local_job_service_main with loopback-only binds (python -m pipeline.loopback).
 JOB_SERVICE = "\n".join(
     [
         "import signal, sys",
-        "import grpc._server",
         "from apache_beam.runners.portability import local_job_service_main",
         "from apache_beam.runners.portability.fn_api_runner.fn_runner import FnApiRunner",
-        inspect.getsource(loopback),
-        inspect.getsource(bind_localhost),
+        "from pipeline.loopback import loopback_binds",
         inspect.getsource(honour_num_workers),
-        "grpc._server._Server.add_insecure_port = bind_localhost(grpc._server._Server.add_insecure_port)",
         "FnApiRunner.run_via_runner_api = honour_num_workers(FnApiRunner.run_via_runner_api)",
         "signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))",
-        "local_job_service_main.run(sys.argv[1:])",
+        "with loopback_binds():",
+        "    local_job_service_main.run(sys.argv[1:])",
     ]
 )
 
 
 @pytest.fixture(autouse=True)
 def grpc_binds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every gRPC server this process starts in a test binds to loopback; returns the addresses bound."""
+    """The addresses every gRPC server this process starts in a test binds, as gRPC receives them (unchanged)."""
     import grpc._server
 
     bound: list[str] = []
     add_insecure_port = grpc._server._Server.add_insecure_port
 
     def add(self, address):
-        bound.append(loopback(address))
-        return add_insecure_port(self, bound[-1])
+        bound.append(address)
+        return add_insecure_port(self, address)
 
     monkeypatch.setattr(grpc._server._Server, "add_insecure_port", add)
     return bound

@@ -8,7 +8,8 @@ address reaches a different pool on each pod. Here the job service is Beam's Pyt
 same ``localhost`` port (gRPC sets ``SO_REUSEPORT``, so the kernel hands each new
 connection to one of them, as each pod's localhost reaches its own sidecar). Each pool
 starts SDK worker processes as ``python -c ...`` from ``PATH``, which must be the
-project's interpreter (else the job hangs), and binds to loopback only.
+project's interpreter (else the job hangs), and binds to loopback only (run under
+``pipeline.loopback``, as the sidecar's command can be).
 
 The evaluation runs online against the test server: the aggregates must equal the
 default runner's, and the requests in flight must never exceed ``parallelism`` times
@@ -17,7 +18,6 @@ the SDK worker processes.
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import subprocess
@@ -31,28 +31,24 @@ import pytest
 from beameval.testserver.harness import PROJECT_ROOT
 from tests.pipeline.test_runners import (  # noqa: F401 - fixtures and helpers, reused
     LOOPBACK,
-    bind_localhost,
     grpc_binds,
     job_service,
     listening_hosts,
-    loopback,
 )
 
 PARALLELISM = 4
 SDK_WORKERS = 2  # --direct_num_workers: the job service's runner asks the pools for this many workers
 
-# worker_pool_main with its wildcard bind ([::]:PORT) turned into localhost:PORT.
+# worker_pool_main with its wildcard bind ([::]:PORT) on localhost:PORT (pipeline.loopback).
 WORKER_POOL = "\n".join(
     [
         "import logging, signal, sys",
-        "import grpc._server",
         "from apache_beam.runners.worker import worker_pool_main",
+        "from pipeline.loopback import loopback_binds",
         "logging.basicConfig(level=logging.INFO)  # its readiness line is an INFO record",
-        inspect.getsource(loopback),
-        inspect.getsource(bind_localhost),
-        "grpc._server._Server.add_insecure_port = bind_localhost(grpc._server._Server.add_insecure_port)",
         "signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))",
-        "worker_pool_main.main(sys.argv)",
+        "with loopback_binds():",
+        "    worker_pool_main.main(sys.argv)",
     ]
 )
 
