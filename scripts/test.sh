@@ -128,6 +128,7 @@ else
   prism_build=$!
 fi
 
+[ "$dry_run" = 1 ] || say "set-up took $SECONDS s (builds in the background go on)"
 [ "$setup_only" = 0 ] || { say "set-up done"; exit 0; }
 
 # 5. The checks.
@@ -136,8 +137,10 @@ check() {
   local name=$1
   shift
   [ "$dry_run" = 1 ] || say "$name: $(shown "$@")"
+  local began=$SECONDS
   step "$@"
   local rc=$?
+  [ "$dry_run" = 1 ] || say "$name took $((SECONDS - began)) s"
   if [ "$rc" = 5 ] && [ "$name" = pytest ]; then
     say "pytest collected no tests: the selection (${pytest_args[*]:-none}) matched nothing" >&2
   elif [ "$rc" != 0 ]; then
@@ -170,7 +173,7 @@ check mypy "$VENV/bin/mypy" beameval pipeline transforms
 if [ "$dry_run" = 1 ]; then
   say "dry run: nothing was installed or run"
 elif [ "$first_failure" = 0 ]; then
-  say "all checks passed"
+  say "all checks passed in $SECONDS s"
 else
   say "some checks failed"
 fi
