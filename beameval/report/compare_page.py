@@ -83,9 +83,9 @@ def render_comparison_report(
         _sides(comparison),
         f'<section id="verdict"><p><span class="verdict {attr(verdict)}">{esc(verdict)}</span> '
         f"{esc(_verdict_line(comparison, scores, thresholds))}</p></section>",
-        '<section id="forest"><h2>Deltas (candidate − baseline)</h2><p class="sub">One axis for every score. '
+        '<section id="forest"><h2>Deltas (candidate − baseline)</h2><p class="sub">One axis per score scale. '
         "Dot: delta; line: its interval; grey line: zero; red dashes: −margin, the largest drop the gate "
-        "allows.</p>" + (forest_plot(scores, thresholds) or "<p>No score has a delta.</p>") + "</section>",
+        "allows.</p>" + (_forests(scores, thresholds) or "<p>No score has a delta.</p>") + "</section>",
         _score_table(comparison, scores, thresholds),
         _groups(comparison),
         _flips(flips, total_flips),
@@ -239,6 +239,24 @@ def _columns(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]])
         ("verdict", lambda s, _: f'<b class="v-{attr(s.get("verdict"))}">{esc(s.get("verdict"))}</b>'),
     ]
     return columns
+
+
+def _forests(scores: Sequence[Mapping[str, Any]], thresholds: Mapping[str, float]) -> str:
+    """One forest plot per score scale: a 1-5 judge score's deltas are never squashed beside 0-1 scores' deltas."""
+    scales: dict[tuple[float, ...], list[Mapping[str, Any]]] = {}
+    for score in scores:
+        bounds = score.get("range")
+        key = tuple(float(b) for b in bounds) if isinstance(bounds, list | tuple) and len(bounds) == 2 else ()
+        scales.setdefault(key, []).append(score)
+    if len(scales) <= 1:
+        return forest_plot(scores, thresholds)
+    parts = []
+    for key, members in scales.items():
+        plot = forest_plot(members, thresholds)
+        if plot:
+            label = f"scores on [{num(key[0], 2)}, {num(key[1], 2)}]" if key else "scores of unknown range"
+            parts.append(f'<h3 class="scale">{esc(label)}</h3>{plot}')
+    return "".join(parts)
 
 
 def _score_table(comparison: Mapping[str, Any], scores: Sequence[Mapping[str, Any]], gates: Mapping[str, float]) -> str:

@@ -183,3 +183,17 @@ def test_margins_come_from_the_scores_when_the_comparison_has_them():
     assert gate_thresholds({"policy": {"scores": {"a": {"max_drop": 0.5}}}, "scores": [{"name": "a"}]}) == {"a": 0.5}
     page = render_comparison_report({**comparison, "policy": {"correction": "none"}}, [])
     assert "not gated" in page
+
+
+def test_a_one_to_five_judge_score_gets_its_own_delta_axis():
+    """The comparison page drew every delta on one axis: a 1-5 judge's -0.8 squashed the 0-1 scores' deltas."""
+    scores = [
+        {"name": "em", "delta": -0.02, "ci_low": -0.05, "ci_high": 0.01, "verdict": "GO", "range": [0.0, 1.0]},
+        {"name": "f1", "delta": 0.01, "ci_low": -0.01, "ci_high": 0.03, "verdict": "GO", "range": [0.0, 1.0]},
+        {"name": "judge", "delta": -0.8, "ci_low": -1.2, "ci_high": -0.4, "verdict": "NO-GO", "range": [1.0, 5.0]},
+    ]
+    page = render_comparison_report({"verdict": "NO-GO", "scores": scores}, [])
+    forest = page[page.index('<section id="forest">') : page.index("</section>", page.index('<section id="forest">'))]
+    plots = re.findall(r'<svg class="chart forest".*?</svg>', forest)
+    assert re.findall(r'<h3 class="scale">([^<]+)</h3>', forest) == ["scores on [0.00, 1.00]", "scores on [1.00, 5.00]"]
+    assert [re.findall(r'data-score="([^"]+)"', plot) for plot in plots] == [["em", "f1"], ["judge"]]
