@@ -57,12 +57,14 @@ def finish_run(
     run_info: dict[str, Any],
     history: str | None,
     spent: tuple[float, float] = (0.0, 0.0),
+    job_total: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """After the pipeline: publish one run's outputs, write its results.json, history line and report.
 
     A multi-target run calls this once per target, with that target's config and folder.
 
-    ``spent`` is what earlier invocations of a resumed run used of ``params.budget``.
+    ``spent`` is what earlier invocations of a resumed run used of ``params.budget``;
+    ``job_total`` what the whole job has spent (its ledger), when known.
 
     Raises:
         BatchesPending: batch mode, and some batches are still running at the provider.
@@ -90,7 +92,7 @@ def finish_run(
     cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
-    results.update(budget_fields(config, results["counts"], results["usage"], spent))
+    results.update(budget_fields(config, results["counts"], results["usage"], spent, job_total))
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
     if over is None and results.get("stopped"):

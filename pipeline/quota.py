@@ -1,4 +1,10 @@
-"""The run-level side of quotas: worker count, budget left for a --resume, costs, and a stopped run's fields.
+"""The job-level side of quotas: the job's id and ledger, worker count, budget left, costs, a stopped run's fields.
+
+A job is every invocation on one OUT_DIR: its id is kept in ``OUT_DIR/_responses/job.json``
+(so ``--resume`` keeps it and ``--overwrite`` starts a new one) and names the shared
+limits in Redis and every worker's budget, whatever target, judge or metric asks. Its
+spend is in its ledger (``beameval.inference.spend_ledger``), recorded as it happens:
+a ``--resume`` continues from what every earlier invocation spent, killed ones included.
 
 W, the worker processes that each keep R/W, T/W and 1/W of the budget (``params.worker_processes``
 when set, else from the runner's options):
@@ -21,9 +27,11 @@ set ``params.worker_processes`` or ``rate_limit.shared`` there.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
+import uuid
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
@@ -35,16 +43,32 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
+from beameval.cache.files import is_remote
+from beameval.cache.journal import JOURNAL_DIR
+from beameval.config.params import JobScope
 from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
 from beameval.core.scoring import metric_keys
 from beameval.inference.quota import endpoints_of
+from beameval.inference.spend_ledger import SPEND_DIR, record_spent, spent_in
 from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
-__all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "spent_before", "worker_processes"]
+__all__ = [
+    "EXIT_BUDGET",
+    "budget_fields",
+    "costs",
+    "job_config",
+    "job_scope",
+    "job_spent",
+    "record_job",
+    "spent_before",
+    "worker_processes",
+]
 
 #: The exit code of a run that stopped at its budget.
 EXIT_BUDGET = 5
+#: The job's id, in the journal (kept by ``--resume``, removed by ``--overwrite``).
+JOB_FILE = "job.json"
 _VCPUS = re.compile(r"-(\d+)$")
 
 
@@ -68,8 +92,43 @@ def worker_processes(options: PipelineOptions) -> int | None:
     return None
 
 
-def job_config(config: EvalConfig, options: PipelineOptions, spent: tuple[float, float]) -> EvalConfig:
-    """The config the workers get: ``params.worker_processes`` resolved, the budget less what was spent before."""
+def job_scope(output: str, resume: bool) -> JobScope:
+    """The job that this invocation on ``output`` belongs to: the one in its journal on ``--resume``, else a new one."""
+    journal = f"{output.rstrip('/')}/{JOURNAL_DIR}"
+    job = None
+    if resume:
+        try:
+            job = str(json.loads(_read(f"{journal}/{JOB_FILE}"))["id"])
+        except (OSError, ValueError, KeyError, TypeError):  # none yet (a run killed before it wrote one)
+            job = None
+    spend = None if is_remote(output) else os.path.join(journal, SPEND_DIR)
+    return JobScope(id=job or uuid.uuid4().hex, invocation=uuid.uuid4().hex, spend=spend)
+
+
+def record_job(output: str, job: JobScope, paid: tuple[float, float] = (0.0, 0.0)) -> None:
+    """Write the job's id into ``output``'s journal (prepared by now) and what the driver ``paid`` into its ledger."""
+    path = FileSystems.join(output, JOURNAL_DIR, JOB_FILE)
+    if not FileSystems.exists(path):
+        with FileSystems.create(path) as handle:
+            handle.write(json.dumps({"id": job.id}).encode("utf-8"))
+    if job.spend is not None:
+        record_spent(job.spend, job.invocation, *paid)
+
+
+def job_spent(job: JobScope) -> tuple[float, float] | None:
+    """Tokens and dollars the job has spent, every invocation and worker together (None: it has no local ledger)."""
+    return None if job.spend is None else spent_in(job.spend)
+
+
+def _read(path: str) -> str:
+    with FileSystems.open(path) as handle:
+        return str(handle.read().decode("utf-8"))
+
+
+def job_config(
+    config: EvalConfig, options: PipelineOptions, spent: tuple[float, float], job: JobScope | None = None
+) -> EvalConfig:
+    """The config the workers get: W resolved, the budget less what was spent before, and the job they belong to."""
     params = config.params
     workers = params.worker_processes or worker_processes(options)
     if workers is None:
@@ -90,7 +149,8 @@ def job_config(config: EvalConfig, options: PipelineOptions, spent: tuple[float,
             max_tokens=None if budget.max_tokens is None else budget.max_tokens - tokens,
             max_usd=None if budget.max_usd is None else budget.max_usd - usd,
         )
-    return config.model_copy(update={"params": params.model_copy(update=update)})
+    params = params.model_copy(update=update) if job is None else params.with_job(job, **update)
+    return config.model_copy(update={"params": params})
 
 
 def _needs_workers(config: EvalConfig) -> bool:
@@ -100,8 +160,14 @@ def _needs_workers(config: EvalConfig) -> bool:
     return limited or config.params.budget is not None
 
 
-def spent_before(output: str) -> tuple[float, float]:
-    """Tokens and dollars a stopped earlier run in ``output`` spent (what a ``--resume`` has used of its budget)."""
+def spent_before(output: str, job: JobScope | None = None) -> tuple[float, float]:
+    """Tokens and dollars the job spent before this invocation (what a ``--resume`` has used of its budget).
+
+    From the job's ledger, which records spend as it happens (a killed invocation's too);
+    without one (a remote OUT_DIR), from the earlier invocation's results.json.
+    """
+    if job is not None and job.spend is not None:
+        return spent_in(job.spend)
     path = FileSystems.join(output, "results.json")
     if not FileSystems.exists(path):
         return 0.0, 0.0
@@ -159,9 +225,17 @@ def _priced(pricing: Pricing, tokens: dict[str, Any]) -> tuple[float, float]:
 
 
 def budget_fields(
-    config: EvalConfig, counts: dict[str, int], usage: dict[str, Any], spent: tuple[float, float]
+    config: EvalConfig,
+    counts: dict[str, int],
+    usage: dict[str, Any],
+    spent: tuple[float, float],
+    job_total: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``."""
+    """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``.
+
+    ``usage.budget`` is the job's: ``job_total`` (its ledger, every invocation, target and
+    endpoint) when known, else ``spent`` (earlier invocations) and this one's ``usage``.
+    """
     fields: dict[str, Any] = {"complete": not counts.get("skipped")}
     if counts.get("skipped"):
         fields["stopped"] = "budget"
@@ -170,10 +244,11 @@ def budget_fields(
         calls = usage.get("metric_calls") or {}
         tokens = sum(block.get(name, 0) for block in (usage, calls) for name in ("prompt_tokens", "completion_tokens"))
         usd = (usage.get("cost_usd") or {}).get("total", 0.0)
+        total = job_total if job_total is not None else (spent[0] + tokens, spent[1] + usd)
         usage["budget"] = {
             "max_tokens": budget.max_tokens,
             "max_usd": budget.max_usd,
-            "spent_tokens": spent[0] + tokens,
-            "spent_usd": round(spent[1] + usd, 6),
+            "spent_tokens": round(total[0]),
+            "spent_usd": round(total[1], 6),
         }
     return fields

@@ -43,7 +43,7 @@ from pipeline.output_dir import (
 )
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.quota import EXIT_BUDGET, job_config, spent_before
+from pipeline.quota import EXIT_BUDGET, job_config, job_scope, job_spent, record_job, spent_before
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
@@ -91,21 +91,23 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     store = run_store_use(config, flags)
-    handed, shards = HandOff(), None
+    handed, shards, spent = HandOff(), None, (0.0, 0.0)
+    scope = job_scope(flags.output, flags.resume and not dry_run)  # the job: kept across --resume
     if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
-        first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
+        first = first_answer(config, first_row, flags.output, flags, store, job=scope.id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
+        if flags.resume:
+            spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
         shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
         handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
-    resumed = flags.resume and not dry_run
-    spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
+        record_job(flags.output, scope, (handed.tokens, handed.usd))
 
     started = time.time()
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
     stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
-    job = job_config(config, options, handed.spent_after(spent))  # worker count and budget left, for the pacers
+    job = job_config(config, options, handed.spent_after(spent), scope)  # W, the budget left, the job: for the pacers
     build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply)
     interval, _, local = progress_settings(options)
     try:
@@ -125,7 +127,9 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
-    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent)
+    return finish_run(
+        config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent, job_spent(scope)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
         print(printable(format_leaderboard(results, results["comparison"])))
+        if results["status"] == "stopped":
+            print(
+                "stopped: the job reached its budget (params.budget, for every target together); rows not sent are "
+                "written as skipped in each target's rows/. Rerun the same command with --resume and a larger "
+                "params.budget to send only those.",
+                file=sys.stderr,
+            )
+            return EXIT_BUDGET
         return 0
     for warning in results.get("warnings", []):
         print(printable(f"warning: {warning}"), file=sys.stderr)
