@@ -27,7 +27,7 @@ from pipeline.history import append_run
 from pipeline.local_runner import choose_runner
 from pipeline.output_dir import publish_outputs
 from pipeline.provenance import build_provenance
-from pipeline.quota import budget_fields, costs
+from pipeline.quota import JobSpend, add_earlier_usage, budget_fields, costs
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
 from pipeline.summary import format_summary_table
@@ -57,14 +57,15 @@ def finish_run(
     run_info: dict[str, Any],
     history: str | None,
     spent: tuple[float, float] = (0.0, 0.0),
-    job_total: tuple[float, float] | None = None,
+    job: JobSpend | None = None,
 ) -> dict[str, Any]:
     """After the pipeline: publish one run's outputs, write its results.json, history line and report.
 
     A multi-target run calls this once per target, with that target's config and folder.
 
     ``spent`` is what earlier invocations of a resumed run used of ``params.budget``;
-    ``job_total`` what the whole job has spent (its ledger), when known.
+    ``job`` what the whole job spent (its ledger): ``usage`` and ``cost_usd`` then count the
+    requests of every invocation, and ``usage.budget`` the job's spend.
 
     Raises:
         BatchesPending: batch mode, and some batches are still running at the provider.
@@ -82,6 +83,8 @@ def finish_run(
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
     _batch_usage(results["usage"], target, judged)
+    job = job or JobSpend()
+    add_earlier_usage(results["usage"], job.earlier)  # every invocation of the job, killed ones too
     results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
         config.public_dump(), paths, output, run_id, started, time.time(), run_info["runner"]
     )
@@ -92,7 +95,7 @@ def finish_run(
     cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
-    results.update(budget_fields(config, results["counts"], results["usage"], spent, job_total))
+    results.update(budget_fields(config, results["counts"], results["usage"], spent, job.total))
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
     if over is None and results.get("stopped"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import apache_beam as beam
@@ -32,7 +33,15 @@ from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import job_config, job_scope, job_spent, record_job, spent_before
+from pipeline.quota import (
+    endpoint_labels,
+    first_paid,
+    job_config,
+    job_scope,
+    job_spend,
+    record_job,
+    spent_before,
+)
 from pipeline.report import COMPARISON_FILE
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets
@@ -87,9 +96,9 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         directory = target_dir(flags.output, name)
         shards[name] = None if dry_run else lookup_shards(single, directory, store, flags.resume)  # before hand-off
         handed[name] = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
-    paid = (sum(h.tokens for h in handed.values()), sum(h.usd for h in handed.values()))  # the preflights'
+    paid, endpoints = first_paid([(configs[name], handed[name]) for name in configs])  # the preflights'
     if not dry_run:
-        record_job(flags.output, scope, paid)
+        record_job(flags.output, scope, paid, endpoints)
     left = (spent[0] + paid[0], spent[1] + paid[1])  # what the workers' budget lacks
     branches = []
     for name, single in configs.items():
@@ -119,6 +128,8 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     if dry_run:
         return {"status": "dry_run", "run": run_info}
     per_target, failed = {}, []
+    labels = Counter(label for single in configs.values() for label in set(endpoint_labels(single).values()))
+    shared = frozenset(label for label, count in labels.items() if count > 1)  # a judge every target uses
     for branch in branches:
         try:
             per_target[branch.name] = finish_run(
@@ -132,7 +143,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
                 run_info,
                 flags.history,
                 spent,
-                job_spent(scope),
+                job_spend(configs[branch.name], scope, shared),
             )
         except RunFailed as exc:
             failed.append(f"target {branch.name!r}: {exc.message}")
@@ -143,7 +154,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
             hint="Each target's rows/ and errors/ are in OUT_DIR/targets/NAME/; fix the cause and rerun with --resume.",
         )
     results = build_leaderboard(per_target, config.public_dump(), run_info)
-    results.update(_job_budget(config, per_target, spent, job_spent(scope)))
+    results.update(_job_budget(config, per_target, spent, job_spend(config, scope).total))
     comparison = None
     if len(branches) > 1:
         directories = {branch.name: branch.output for branch in branches}

@@ -32,6 +32,7 @@ import os
 import re
 import sys
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
@@ -48,18 +49,29 @@ from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.params import JobScope
 from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
+from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import metric_keys
+from beameval.core.sanitize import RowTooLarge
+from beameval.inference.answers import checked_reply
 from beameval.inference.quota import endpoints_of
-from beameval.inference.spend_ledger import SPEND_DIR, record_spent, spent_in
+from beameval.inference.spend_ledger import SPEND_DIR, endpoint_label, record_spent, spent_in, usage_before
+from beameval.inference.targets import make_handler
+from beameval.metrics.base import EndpointMetric
+from beameval.metrics.registry import metric_class, resolve
+from pipeline.first_answer import HandOff
 from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
 __all__ = [
     "EXIT_BUDGET",
+    "JobSpend",
+    "add_earlier_usage",
     "budget_fields",
     "costs",
+    "endpoint_labels",
+    "first_paid",
     "job_config",
     "job_scope",
-    "job_spent",
+    "job_spend",
     "record_job",
     "spent_before",
     "worker_processes",
@@ -105,19 +117,102 @@ def job_scope(output: str, resume: bool) -> JobScope:
     return JobScope(id=job or uuid.uuid4().hex, invocation=uuid.uuid4().hex, spend=spend)
 
 
-def record_job(output: str, job: JobScope, paid: tuple[float, float] = (0.0, 0.0)) -> None:
-    """Write the job's id into ``output``'s journal (prepared by now) and what the driver ``paid`` into its ledger."""
+def record_job(
+    output: str, job: JobScope, paid: tuple[float, float] = (0.0, 0.0), endpoints: dict[str, list[int]] | None = None
+) -> None:
+    """Write the job's id into ``output``'s journal (prepared by now), and what the driver ``paid`` into its ledger.
+
+    ``endpoints``: the driver's requests (the preflight's), per endpoint label: requests,
+    prompt and completion tokens.
+    """
     path = FileSystems.join(output, JOURNAL_DIR, JOB_FILE)
     if not FileSystems.exists(path):
         with FileSystems.create(path) as handle:
             handle.write(json.dumps({"id": job.id}).encode("utf-8"))
     if job.spend is not None:
-        record_spent(job.spend, job.invocation, *paid)
+        record_spent(job.spend, job.invocation, *paid, endpoints or {})
 
 
-def job_spent(job: JobScope) -> tuple[float, float] | None:
-    """Tokens and dollars the job has spent, every invocation and worker together (None: it has no local ledger)."""
-    return None if job.spend is None else spent_in(job.spend)
+def first_paid(answers: list[tuple[EvalConfig, HandOff]]) -> tuple[tuple[float, float], dict[str, list[int]]]:
+    """What the preflights' requests (one per target) cost: tokens and dollars, and per endpoint for the ledger."""
+    tokens, usd = sum(handed.tokens for _, handed in answers), sum(handed.usd for _, handed in answers)
+    endpoints: dict[str, list[int]] = {}
+    for config, handed in answers:
+        if handed.reply is None:
+            continue
+        sample = handed.reply.outcome.sample
+        label = endpoint_labels(config).get("target")
+        if label is not None and sample is not None:
+            try:
+                checked = checked_reply(sample)  # the reply's counts, as the row that takes it reports them
+            except RowTooLarge:
+                continue
+            counts = endpoints.setdefault(label, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += checked.prompt_tokens or 0
+            counts[2] += checked.completion_tokens or 0
+    return (tokens, usd), endpoints
+
+
+@dataclass(frozen=True)
+class JobSpend:
+    """What the job spent beyond this invocation's own rows, for ``results.json``.
+
+    Attributes:
+        total: tokens and dollars of every invocation, worker and endpoint (None: no ledger).
+        earlier: per usage block (``target``, ``metric:<key>``), the requests, prompt and
+            completion tokens that earlier invocations sent (killed ones included).
+
+    """
+
+    total: tuple[float, float] | None = None
+    earlier: dict[str, list[int]] = field(default_factory=dict)
+
+
+def endpoint_labels(config: EvalConfig) -> dict[str, str]:
+    """Each endpoint of a single-target config by its usage block (``target``, ``metric:<key>``): its ledger label."""
+    labels = {}
+    try:
+        if config.target is not None:
+            handler = make_handler(config.target, config.params, config.target.api_key())
+            labels["target"] = endpoint_label(handler.endpoint_key)
+        for key, metric in zip(metric_keys(config.metrics), config.metrics, strict=True):
+            if issubclass(metric_class(metric.type), EndpointMetric):
+                built = resolve(metric, key)
+                assert isinstance(built, EndpointMetric)
+                labels[f"metric:{key}"] = endpoint_label(built.endpoint_handler().endpoint_key)
+    except EvaluatorError:  # a key variable gone since the run started: its usage stays this invocation's
+        pass
+    return labels
+
+
+def job_spend(config: EvalConfig, job: JobScope, shared: frozenset[str] = frozenset()) -> JobSpend:
+    """The job's spend from its ledger: in all, and what earlier invocations sent to ``config``'s endpoints.
+
+    ``shared``: labels of endpoints that other targets used too (a judge every target
+    shares): their earlier requests cannot be told apart per target, so they are left out.
+    """
+    if job.spend is None:
+        return JobSpend()
+    before = usage_before(job.spend, job.invocation)
+    labels = endpoint_labels(config).items()
+    earlier = {block: before[label] for block, label in labels if label in before and label not in shared}
+    return JobSpend(spent_in(job.spend), earlier)
+
+
+def add_earlier_usage(usage: dict[str, Any], earlier: dict[str, list[int]]) -> None:
+    """Fold the earlier invocations' requests and tokens into this one's ``usage`` (results.json's)."""
+    for block, (requests, prompt, completion) in earlier.items():
+        if block == "target":
+            targets = [usage]
+        else:
+            calls = usage.setdefault("metric_calls", {})
+            by_metric = calls.setdefault("by_metric", {})
+            targets = [calls, by_metric.setdefault(block.removeprefix("metric:"), {})]
+        for target in targets:
+            target["requests"] = target.get("requests", 0) + requests
+            target["prompt_tokens"] = target.get("prompt_tokens", 0) + prompt
+            target["completion_tokens"] = target.get("completion_tokens", 0) + completion
 
 
 def _read(path: str) -> str:

@@ -43,7 +43,7 @@ from pipeline.output_dir import (
 )
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.quota import EXIT_BUDGET, job_config, job_scope, job_spent, record_job, spent_before
+from pipeline.quota import EXIT_BUDGET, first_paid, job_config, job_scope, job_spend, record_job, spent_before
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
@@ -101,7 +101,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
             spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
         shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
         handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
-        record_job(flags.output, scope, (handed.tokens, handed.usd))
+        record_job(flags.output, scope, *first_paid([(config, handed)]))
 
     started = time.time()
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
@@ -127,9 +127,8 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
-    return finish_run(
-        config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent, job_spent(scope)
-    )
+    spend = job_spend(config, scope)  # every invocation's, from the job's ledger
+    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent, spend)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from beameval.inference.spend_ledger import SpendLedger
+from beameval.inference.spend_ledger import SpendLedger, endpoint_label
 
 if TYPE_CHECKING:
     from beameval.inference.quota import EndpointQuota
@@ -64,6 +64,7 @@ class RunBudget:
         # What the process may spend now: the caps, or with a ledger what it has leased so far.
         self._limit_tokens = 0.0 if ledger is not None else max_tokens or 0.0
         self._limit_usd = 0.0 if ledger is not None else max_usd or 0.0
+        self._endpoints: dict[str, list[int]] = {}  # requests, prompt and completion tokens, per endpoint label
         self.spent_tokens = 0.0
         self.spent_usd = 0.0
         self._reserved_tokens = 0.0
@@ -73,9 +74,7 @@ class RunBudget:
         self._settled: asyncio.Event | None = None
 
     @classmethod
-    def for_job(
-        cls, job: str, max_tokens: float | None, max_usd: float | None, ledger: _LedgerKey = None
-    ) -> RunBudget:
+    def for_job(cls, job: str, max_tokens: float | None, max_usd: float | None, ledger: _LedgerKey = None) -> RunBudget:
         """The process's budget of job ``job`` (every endpoint of the job draws from the same one).
 
         ``ledger``: (folder, invocation, W) of the job's spend ledger, shared with the other
@@ -91,16 +90,19 @@ class RunBudget:
 
     @classmethod
     def of(cls, quota: EndpointQuota) -> RunBudget | None:
-        """The process's budget for an endpoint of ``quota``'s job; None when the job has no budget.
+        """The process's budget for an endpoint of ``quota``'s job; None without a budget or a ledger.
 
-        With the job's ledger the caps are the job's; without one each of W processes keeps 1/W.
+        With the job's ledger the caps are the job's (and with no caps it only records the
+        spend); without one each of W processes keeps 1/W.
         """
         budget = quota.budget
+        if quota.ledger is not None:  # it records what every request spent, with a budget or without
+            ledger = (quota.ledger, quota.invocation, max(1, quota.workers))
+            if budget is None:
+                return cls.for_job(quota.job, None, None, ledger)
+            return cls.for_job(quota.job, budget.max_tokens, budget.max_usd, ledger)
         if budget is None or (budget.max_tokens is None and budget.max_usd is None):
             return None
-        if quota.ledger is not None:
-            ledger = (quota.ledger, quota.invocation, max(1, quota.workers))
-            return cls.for_job(quota.job, budget.max_tokens, budget.max_usd, ledger)
         workers = max(1, quota.workers)
         return cls.for_job(
             quota.job,
@@ -172,8 +174,22 @@ class RunBudget:
         self._limit_usd += granted[1]
         return self._fits(tokens, usd)
 
-    def settle(self, reserved_tokens: float, reserved_usd: float, tokens: float, usd: float) -> None:
-        """Replace a reservation by what the request really used (0 for an attempt that was not billed)."""
+    def settle(
+        self,
+        reserved_tokens: float,
+        reserved_usd: float,
+        tokens: float,
+        usd: float,
+        *,
+        endpoint: str = "",
+        prompt: int = 0,
+        completion: int = 0,
+    ) -> None:
+        """Replace a reservation by what the request really used (0 for an attempt that was not billed).
+
+        ``endpoint`` (its ``endpoint_key``), ``prompt`` and ``completion`` go to the job's
+        ledger, so a later invocation's ``results.json`` counts this request in its usage.
+        """
         with self._lock:
             self._reserved_tokens -= reserved_tokens
             self._reserved_usd -= reserved_usd
@@ -181,8 +197,13 @@ class RunBudget:
             self.spent_usd += usd
             if self._reserved_tokens < 1e-9 and self._reserved_usd < 1e-12:
                 self._reserved_tokens = self._reserved_usd = 0.0  # no float dust left to wait for
-            if self._ledger is not None and (tokens or usd):
-                self._ledger.record(self.spent_tokens, self.spent_usd)  # as it happens: a kill -9 loses none
+            if self._ledger is not None and (tokens or usd or prompt or completion):
+                counts = self._endpoints.setdefault(endpoint_label(endpoint), [0, 0, 0])
+                counts[0] += 1
+                counts[1] += prompt
+                counts[2] += completion
+                capped = self.max_tokens is not None or self.max_usd is not None
+                self._ledger.record(self.spent_tokens, self.spent_usd, self._endpoints, now=capped)  # as it happens
         settled, self._settled = self._settled, None
         if settled is not None:
             settled.set()  # whoever waits checks again

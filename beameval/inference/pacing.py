@@ -70,7 +70,7 @@ def estimate_tokens(body: Mapping[str, Any], wire_length: int) -> tuple[int, int
 
 
 def _prompt_chars(body: Mapping[str, Any]) -> int | None:
-    """Characters of everything billed as input (messages, or the prompt, with tools, formats); None for other bodies."""
+    """Characters of everything billed as input (messages or prompt, tools, formats); None for other bodies."""
     chars = _text_chars(body)
     if chars is None:
         return None
@@ -121,6 +121,7 @@ class Pacer:
 
     def __init__(self, quota: EndpointQuota, endpoint_key: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        self._endpoint_key = endpoint_key
         self._workers = max(1, quota.workers)
         self._pricing = quota.pricing
         now = clock()
@@ -212,7 +213,15 @@ class Pacer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         if self._budget is not None:
-            self._budget.settle(charge.tokens, charge.usd, used, self._cost(prompt or 0, completion or 0))
+            self._budget.settle(
+                charge.tokens,
+                charge.usd,
+                used,
+                self._cost(prompt or 0, completion or 0),
+                endpoint=self._endpoint_key,
+                prompt=prompt or 0,
+                completion=completion or 0,
+            )
 
     async def aclose(self) -> None:
         """Close the shared budget's Redis connections."""
