@@ -50,8 +50,8 @@ from beameval.config.params import JobScope
 from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
-from beameval.core.scoring import metric_keys
 from beameval.core.sanitize import RowTooLarge
+from beameval.core.scoring import metric_keys
 from beameval.inference.answers import checked_reply
 from beameval.inference.quota import endpoints_of
 from beameval.inference.spend_ledger import SPEND_DIR, endpoint_label, record_spent, spent_in, usage_before
