@@ -23,6 +23,7 @@ from beameval.inference.pacing import estimate_tokens
 from beameval.testserver.harness import ServerProcess
 from tests.conftest import CliResult
 from tests.pipeline.test_resume_pipeline import start_run
+from tests.quota.redis_server import redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -214,3 +215,37 @@ def test_a_budget_in_dollars_holds_when_tools_are_billed(
     assert result.code == 5, result.stderr
     assert spent <= cap * 1.0001
     assert result.results["usage"]["budget"]["spent_usd"] == pytest.approx(spent)
+
+
+def test_a_judge_shared_by_two_targets_keeps_one_rate_limit(
+    clean_server: ServerProcess, write_jsonl: Any, run_eval: Any, tmp_path: Path
+) -> None:
+    """The judge's rate_limit holds for the job: both targets' judge calls together, one key in Redis, not R each."""
+    rpm, rows = 600, 40  # 10 requests a second; 80 judge calls
+    with ServerProcess(rules=[{"match": "JUDGE:", "reply": GRADE}]) as judge_server, redis_server(tmp_path) as redis:
+        judge_server.configure(quota={"requests_per_minute": rpm})  # the provider answers 429 past R
+        judge = _judge(judge_server)
+        judge["model"]["rate_limit"] = {"requests_per_minute": rpm, "shared": redis.url}
+        judge["parallelism"] = 16
+        config = {
+            "dataset": {"path": str(write_jsonl(_rows(rows)))},
+            "targets": [
+                {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
+                for name in ("first", "second")
+            ],
+            "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+            "params": {"parallelism": 16, "inference": {"max_tokens": 4}, "max_retries": 6},
+            "metrics": [_judge(clean_server) | {"model": judge["model"], "parallelism": 16}],
+        }
+        result = run_eval(config, "--progress_interval", "0")
+        stats = judge_server.stats()
+        keys = redis.keys()
+    assert result.code == 0, result.stderr
+    job = json.loads((result.output / "_responses" / "job.json").read_text())["id"]
+    assert len(keys) == 1 and f"{{{job}:" in keys[0], keys  # one limit: the job's key for the judge's endpoint
+    sent = [second["requests"] + second["limited"] for second in stats["quota"]["timeline"]]  # admitted or 429
+    windows = [sum(sent[i : i + 5]) for i in range(max(1, len(sent) - 4))]
+    limit = rpm / 60 * 5
+    print(f"judge shared by two targets: {stats['by_status']}, busiest 5 s {max(windows)} sent (limit {limit:g})")
+    assert stats["by_status"] == {"200": 2 * rows}  # one limit for both targets: never a 429
+    assert max(windows) <= 1.1 * limit + rpm / 60 * 0.5  # and a half-second burst at the start
