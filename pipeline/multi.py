@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from beameval.cache.journal import JournalWriter
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
@@ -118,6 +119,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     finally:
         InferenceEngine.close_all()
         JournalWriter.close_all()
+        RunBudget.close_all()  # its spend logs, written and closed before the spend is read
     # The Beam counters are the whole job's (every target's requests together).
     run_info = {
         **runner_info(options),

@@ -20,6 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from beameval.cache.journal import JournalWriter
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
@@ -119,6 +120,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         # here (tests, notebooks) starts with fresh connections and a full concurrency limit.
         InferenceEngine.close_all()
         JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
+        RunBudget.close_all()  # its spend logs, written and closed before the spend is read
     run_info = {
         **runner_info(options),
         **pipeline_metrics(result),

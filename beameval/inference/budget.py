@@ -110,6 +110,15 @@ class RunBudget:
             None if budget.max_usd is None else budget.max_usd / workers,
         )
 
+    @classmethod
+    def close_all(cls) -> None:
+        """Write and close every spend log of this process and forget its budgets (a run in it has ended)."""
+        with cls._registry_lock:
+            budgets, cls._registry = list(cls._registry.values()), {}
+        for budget in budgets:
+            if budget._ledger is not None:
+                budget._ledger.close()
+
     async def reserve(self, tokens: float, usd: float) -> None:
         """Reserve a request's estimate, waiting for requests in flight when it does not fit yet.
 

@@ -134,8 +134,20 @@ class SpendLedger:
             self._timer = None
             self._write()
 
+    def close(self) -> None:
+        """Append what is pending and close the spend log (the run is over in this process)."""
+        with self._write_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._write()
+            if self._log >= 0:
+                os.close(self._log)
+                self._log = -1
+        _OPEN.discard(self)
+
     def _write(self) -> None:
-        if self._pending is not None:
+        if self._pending is not None and self._log >= 0:
             os.write(self._log, self._pending)
             self._pending = None
             self._written_at = time.monotonic()
