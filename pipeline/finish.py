@@ -24,10 +24,11 @@ from beameval.inference.batch.ledger import metric_scope
 from pipeline.cache import publish_run
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.history import append_run
+from pipeline.job import JobSpend, add_earlier_usage
 from pipeline.local_runner import choose_runner
 from pipeline.output_dir import publish_outputs
 from pipeline.provenance import build_provenance
-from pipeline.quota import JobSpend, add_earlier_usage, budget_fields, costs
+from pipeline.quota import budget_fields, costs
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_json_atomically
 from pipeline.summary import format_summary_table

@@ -29,20 +29,13 @@ from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.job import endpoint_labels, first_paid, job_scope, job_spend, record_job, spent_before
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import (
-    endpoint_labels,
-    first_paid,
-    job_config,
-    job_scope,
-    job_spend,
-    record_job,
-    spent_before,
-)
+from pipeline.quota import job_config
 from pipeline.report import COMPARISON_FILE
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets

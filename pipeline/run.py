@@ -30,6 +30,7 @@ from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metr
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
+from pipeline.job import first_paid, job_scope, job_spend, record_job, spent_before
 from pipeline.leaderboard import format_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.multi import run_targets
@@ -44,7 +45,7 @@ from pipeline.output_dir import (
 )
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.quota import EXIT_BUDGET, first_paid, job_config, job_scope, job_spend, record_job, spent_before
+from pipeline.quota import EXIT_BUDGET, job_config
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
