@@ -49,12 +49,13 @@ from pipeline.decide_targets import run_decided_targets
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
-from pipeline.job_record import check_resumed_config, record_job
+from pipeline.job import spent_before
+from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import job_config, spent_before
+from pipeline.quota import job_config
 from transforms.decide import MarkDecided
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
@@ -107,7 +108,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
         if number == 0:
-            record_job(flags.output, config, flags.resume)
+            record_job_config(flags.output, config, flags.resume)
         shards = lookup_shards(config, flags.output, store, resume)
         handed = hand_off(first, flags.output) if number == 0 else HandOff()
         spent = spent_before(flags.output) if resume else (0.0, 0.0)

@@ -46,14 +46,15 @@ from pipeline.decide_rows import add_order_columns, paired_differences, read_sid
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.graph import TargetBranch, build_targets_graph
-from pipeline.job_record import check_resumed_config, record_job
+from pipeline.job import spent_before
+from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.multi import target_dir
 from pipeline.options import EvalOptions
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import job_config, spent_before
+from pipeline.quota import job_config
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from transforms.decide import DECIDED, DECIDED_MESSAGE, MarkDecided
@@ -107,7 +108,7 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
         if number == 0:
-            record_job(flags.output, config, flags.resume)
+            record_job_config(flags.output, config, flags.resume)
         branches, spent = [], {}
         for name, single in configs.items():
             directory = target_dir(flags.output, name)

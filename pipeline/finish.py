@@ -25,6 +25,7 @@ from beameval.outputs.groups import GROUPS_FILE, bound_groups, groups_parquet
 from pipeline.cache import publish_run
 from pipeline.failures import error_rate_exceeded, failure_breakdown, format_failures, unparsed_judges
 from pipeline.history import append_run
+from pipeline.job import JobSpend, add_earlier_usage
 from pipeline.local_runner import LocalRunner, choose_runner
 from pipeline.output_dir import publish_outputs
 from pipeline.provenance import build_provenance
@@ -58,12 +59,15 @@ def finish_run(
     run_info: dict[str, Any],
     history: str | None,
     spent: tuple[float, float] = (0.0, 0.0),
+    job: JobSpend | None = None,
 ) -> dict[str, Any]:
     """After the pipeline: publish one run's outputs, write its results.json, history line and report.
 
     A multi-target run calls this once per target, with that target's config and folder.
 
-    ``spent`` is what earlier invocations of a resumed run used of ``params.budget``.
+    ``spent`` is what earlier invocations of a resumed run used of ``params.budget``;
+    ``job`` what the whole job spent (its ledger): ``usage`` and ``cost_usd`` then count the
+    requests of every invocation, and ``usage.budget`` the job's spend.
 
     Raises:
         BatchesPending: batch mode, and some batches are still running at the provider.
@@ -81,6 +85,8 @@ def finish_run(
     scorer = RowScorer(config.metrics)  # builds every metric once, for results and the judge check
     results = build_results(summary, scorer, config.public_dump(), run_info)
     _batch_usage(results["usage"], target, judged)
+    job = job or JobSpend()
+    add_earlier_usage(results["usage"], job.earlier)  # every invocation of the job, killed ones too
     results["provenance"] = build_provenance(  # README "Comparing runs": the provenance block
         config.public_dump(), paths, output, run_id, started, time.time(), run_info["runner"]
     )
@@ -91,7 +97,7 @@ def finish_run(
     cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
-    results.update(budget_fields(config, results["counts"], results["usage"], spent))
+    results.update(budget_fields(config, results["counts"], results["usage"], spent, job.total))
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
     if over is None and results.get("stopped"):

@@ -1,10 +1,12 @@
-"""``OUT_DIR/_responses/_job.json``: the config a job was started with, checked by every ``--resume``.
+"""The config a job was started with, kept beside its id in ``OUT_DIR/_responses/job.json``, checked on ``--resume``.
 
-Written once, when a job starts (a fresh run, or an ``--overwrite``), inside the journal
-folder because it belongs to the journal: ``--overwrite`` removes both, ``--resume`` keeps
-both. A resume whose config differs in what is sent or scored is refused before anything
-is sent (``beameval.outputs.config_diff``). A journal without the record (written by an
-older release, or by a run killed before it wrote it) is accepted and the record written.
+A ``--resume`` answers from the journal what was already paid for and sends the rest; if
+the dataset, a target, the prompt, the params or a metric changed meanwhile, the journal
+answers other requests: the run would pay again for every changed row, or mix two
+evaluations in one OUT_DIR. So the config (without what may change: ``RESUMABLE_CHANGES``)
+is recorded when the job starts, and a resume whose config differs is refused before
+anything is sent (``beameval.outputs.config_diff``). A journal without it (an older
+release's, or a run killed before it wrote one) is accepted, and the config recorded then.
 """
 
 from __future__ import annotations
@@ -18,16 +20,27 @@ from beameval.cache.journal import JOURNAL_DIR
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import ConfigError
 from beameval.outputs.config_diff import changed_paths, resumable_view
+from pipeline.job import JOB_FILE
 from pipeline.results import write_json_atomically
 
-__all__ = ["JOB_FILE", "check_resumed_config", "record_job"]
+__all__ = ["check_resumed_config", "record_job_config"]
 
-JOB_FILE = "_job.json"
 _SHOWN = 5
 
 
 def _path(output: str) -> str:
     return FileSystems.join(output, JOURNAL_DIR, JOB_FILE)
+
+
+def _read(path: str) -> dict[str, Any]:
+    if not FileSystems.exists(path):
+        return {}
+    try:
+        with FileSystems.open(path) as handle:
+            data = json.loads(handle.read())
+    except ValueError:  # torn by a crash: as if there were none
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def check_resumed_config(output: str, config: EvalConfig) -> None:
@@ -36,12 +49,10 @@ def check_resumed_config(output: str, config: EvalConfig) -> None:
     Raises:
         ConfigError: naming the changed entries and what to do instead.
     """
-    path = _path(output)
-    if not FileSystems.exists(path):
+    started = _read(_path(output)).get("config")
+    if started is None:
         return
-    with FileSystems.open(path) as handle:
-        started: dict[str, Any] = json.loads(handle.read())
-    changed = changed_paths(started.get("config"), resumable_view(config.public_dump()))
+    changed = changed_paths(started, resumable_view(config.public_dump()))
     if changed:
         listed = ", ".join(changed[:_SHOWN]) + (f" and {len(changed) - _SHOWN} more" if len(changed) > _SHOWN else "")
         raise ConfigError(
@@ -52,12 +63,10 @@ def check_resumed_config(output: str, config: EvalConfig) -> None:
         )
 
 
-def record_job(output: str, config: EvalConfig, resume: bool) -> None:
-    """Record the config the job in ``output`` runs with: at a fresh start (replacing any), or a resume without one."""
+def record_job_config(output: str, config: EvalConfig, resume: bool) -> None:
+    """Record the config of the job in ``output``: at a fresh start, or on a resume of a job that has none yet."""
     path = _path(output)
-    if resume and FileSystems.exists(path):
+    record = _read(path)
+    if resume and "config" in record:
         return
-    journal = FileSystems.join(output, JOURNAL_DIR)
-    if "://" not in output and not FileSystems.exists(journal):  # object stores have no folders
-        FileSystems.mkdirs(journal)
-    write_json_atomically(path, {"config": resumable_view(config.public_dump())})
+    write_json_atomically(path, {**record, "config": resumable_view(config.public_dump())})

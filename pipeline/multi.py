@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import apache_beam as beam
@@ -21,18 +22,20 @@ from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 from beameval.cache.journal import JournalWriter
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_targets_graph
-from pipeline.job_record import check_resumed_config, record_job
+from pipeline.job import endpoint_labels, first_paid, job_scope, job_spend, record_job, spent_before
+from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import job_config, spent_before
+from pipeline.quota import job_config
 from pipeline.report import COMPARISON_FILE, write_leaderboard_report
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets
@@ -67,28 +70,38 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     first_rows = {name: None if flags.skip_preflight else preflight(single, paths) for name, single in configs.items()}
     dry_run = bool(options.view_as(TestOptions).dry_run)
     store = run_store_use(config, flags)
-    run_ids = {name: uuid.uuid4().hex for name in configs}  # each target is a run of its own
+    run_ids = {name: uuid.uuid4().hex for name in configs}  # each target's folder is a run of its own
+    scope = job_scope(flags.output, flags.resume and not dry_run)  # one job: one budget, one limit per endpoint
     firsts = {}  # each target's answer to the first row's request (none on a dry run)
+    spent = (0.0, 0.0)  # what earlier invocations of the job spent
     if not dry_run:
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
         if flags.resume:  # before anything is sent: the journals answer the config they were started with
             check_resumed_config(flags.output, config)
         for name, single in configs.items():
             directory = target_dir(flags.output, name)
-            firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=run_ids[name])
+            firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=scope.id)
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         for name in configs:
             prepare_output(target_dir(flags.output, name), flags.overwrite, resume=flags.resume)
-        record_job(flags.output, config, flags.resume)
-    branches, spent = [], {}
+        if flags.resume:
+            spent = spent_before(flags.output, scope)
+    shards, handed = {}, {}
+    for name, single in configs.items():
+        directory = target_dir(flags.output, name)
+        shards[name] = None if dry_run else lookup_shards(single, directory, store, flags.resume)  # before hand-off
+        handed[name] = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
+    paid, endpoints = first_paid([(configs[name], handed[name]) for name in configs])  # the preflights'
+    if not dry_run:
+        record_job(flags.output, scope, paid, endpoints)
+        record_job_config(flags.output, config, flags.resume)
+    left = (spent[0] + paid[0], spent[1] + paid[1])  # what the workers' budget lacks
+    branches = []
     for name, single in configs.items():
         directory, run_id = target_dir(flags.output, name), run_ids[name]
-        shards = None if dry_run else lookup_shards(single, directory, store, flags.resume)  # before the hand-off
-        handed = HandOff() if dry_run else hand_off(firsts.get(name), directory)  # into the target's journal
-        spent[name] = spent_before(directory) if flags.resume and not dry_run else (0.0, 0.0)
-        job = job_config(single, options, handed.spent_after(spent[name]))  # worker count and budget left
+        job = job_config(single, options, left, scope)  # worker count, the job's budget left, the job
         stage = staging_dir(directory, run_id)
-        branches.append(TargetBranch(name, job, directory, run_id, shards, stage, handed.reply))
+        branches.append(TargetBranch(name, job, directory, run_id, shards[name], stage, handed[name].reply))
 
     started = time.time()
     pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
@@ -101,6 +114,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     finally:
         InferenceEngine.close_all()
         JournalWriter.close_all()
+        RunBudget.close_all()  # its spend logs, written and closed before the spend is read
     # The Beam counters are the whole job's (every target's requests together).
     run_info = {
         **runner_info(options),
@@ -111,6 +125,8 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     if dry_run:
         return {"status": "dry_run", "run": run_info}
     per_target, failed = {}, []
+    labels = Counter(label for single in configs.values() for label in set(endpoint_labels(single).values()))
+    shared = frozenset(label for label, count in labels.items() if count > 1)  # a judge every target uses
     for branch in branches:
         try:
             per_target[branch.name] = finish_run(
@@ -123,7 +139,8 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
                 started,
                 run_info,
                 flags.history,
-                spent[branch.name],
+                spent,
+                job_spend(configs[branch.name], scope, shared),
             )
         except RunFailed as exc:
             failed.append(f"target {branch.name!r}: {exc.message}")
@@ -134,6 +151,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
             hint="Each target's rows/ and errors/ are in OUT_DIR/targets/NAME/; fix the cause and rerun with --resume.",
         )
     results = build_leaderboard(per_target, config.public_dump(), run_info)
+    results.update(_job_budget(config, per_target, spent, job_spend(config, scope).total))
     comparison = None
     if len(branches) > 1:
         directories = {branch.name: branch.output for branch in branches}
@@ -143,3 +161,37 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     write_json_atomically(FileSystems.join(flags.output, RESULTS_FILE), results)
     write_leaderboard_report(flags.output, results, comparison, {b.name: b.output for b in branches})
     return {**results, "comparison": comparison}
+
+
+def _job_budget(
+    config: EvalConfig,
+    per_target: dict[str, dict[str, Any]],
+    spent: tuple[float, float],
+    total: tuple[float, float] | None,
+) -> dict[str, Any]:
+    """The leaderboard's ``status``, ``complete``, ``stopped`` and ``usage.budget``: the job's, every target together.
+
+    A target stopped at the budget (rows ``skipped``) stops the job (exit 5). The spend is the
+    job's ledger (``total``) when it has one, else ``spent`` before and each target's own.
+    """
+    stopped = any(results.get("status") == "stopped" for results in per_target.values())
+    fields: dict[str, Any] = {"complete": not stopped}
+    if stopped:
+        fields.update(status="stopped", stopped="budget")
+    budget = config.params.budget
+    if budget is not None:
+        if total is None:
+            used = [results["usage"].get("budget") or {} for results in per_target.values()]
+            total = (
+                spent[0] + sum(block.get("spent_tokens", 0) - spent[0] for block in used),
+                spent[1] + sum(block.get("spent_usd", 0.0) - spent[1] for block in used),
+            )
+        fields["usage"] = {
+            "budget": {
+                "max_tokens": budget.max_tokens,
+                "max_usd": budget.max_usd,
+                "spent_tokens": round(total[0]),
+                "spent_usd": round(total[1], 6),
+            }
+        }
+    return fields

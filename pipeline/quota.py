@@ -1,7 +1,9 @@
-"""The run-level side of quotas: worker count, budget left for a --resume, costs, and a stopped run's fields.
+"""The job-level side of quotas: worker count, the budget left, costs, and a stopped run's fields.
 
-W, the worker processes that each keep R/W, T/W and 1/W of the budget (``params.worker_processes``
-when set, else from the runner's options):
+The job itself (its id, its spend ledger, what earlier invocations spent) is ``pipeline.job``.
+
+W, the worker processes that each keep R/W and T/W (and 1/W of the budget where the job has
+no spend ledger; ``params.worker_processes`` when set, else from the runner's options):
 
 * local runner (no ``--runner``, ``DirectRunner``): 1 in ``in_memory`` and
   ``multi_threading`` mode (threads share one process's engines); ``--direct_num_workers``
@@ -26,7 +28,6 @@ import re
 import sys
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DebugOptions,
     DirectOptions,
@@ -35,13 +36,14 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
+from beameval.config.params import JobScope
 from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
 from beameval.core.scoring import metric_keys
 from beameval.inference.quota import endpoints_of
 from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
-__all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "spent_before", "worker_processes"]
+__all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "worker_processes"]
 
 #: The exit code of a run that stopped at its budget.
 EXIT_BUDGET = 5
@@ -68,8 +70,10 @@ def worker_processes(options: PipelineOptions) -> int | None:
     return None
 
 
-def job_config(config: EvalConfig, options: PipelineOptions, spent: tuple[float, float]) -> EvalConfig:
-    """The config the workers get: ``params.worker_processes`` resolved, the budget less what was spent before."""
+def job_config(
+    config: EvalConfig, options: PipelineOptions, spent: tuple[float, float], job: JobScope | None = None
+) -> EvalConfig:
+    """The config the workers get: W resolved, the budget less what was spent before, and the job they belong to."""
     params = config.params
     workers = params.worker_processes or worker_processes(options)
     if workers is None:
@@ -90,7 +94,8 @@ def job_config(config: EvalConfig, options: PipelineOptions, spent: tuple[float,
             max_tokens=None if budget.max_tokens is None else budget.max_tokens - tokens,
             max_usd=None if budget.max_usd is None else budget.max_usd - usd,
         )
-    return config.model_copy(update={"params": params.model_copy(update=update)})
+    params = params.model_copy(update=update) if job is None else params.with_job(job, **update)
+    return config.model_copy(update={"params": params})
 
 
 def _needs_workers(config: EvalConfig) -> bool:
@@ -98,20 +103,6 @@ def _needs_workers(config: EvalConfig) -> bool:
         access.rate_limit is not None and access.rate_limit.shared is None for _, access in endpoints_of(config)
     )
     return limited or config.params.budget is not None
-
-
-def spent_before(output: str) -> tuple[float, float]:
-    """Tokens and dollars a stopped earlier run in ``output`` spent (what a ``--resume`` has used of its budget)."""
-    path = FileSystems.join(output, "results.json")
-    if not FileSystems.exists(path):
-        return 0.0, 0.0
-    from pipeline.results import read_json
-
-    try:
-        budget = (read_json(path).get("usage") or {}).get("budget") or {}
-        return float(budget.get("spent_tokens") or 0), float(budget.get("spent_usd") or 0)
-    except (ValueError, OSError, AttributeError, TypeError):
-        return 0.0, 0.0
 
 
 def costs(config: EvalConfig, usage: dict[str, Any]) -> dict[str, Any] | None:
@@ -159,9 +150,17 @@ def _priced(pricing: Pricing, tokens: dict[str, Any]) -> tuple[float, float]:
 
 
 def budget_fields(
-    config: EvalConfig, counts: dict[str, int], usage: dict[str, Any], spent: tuple[float, float]
+    config: EvalConfig,
+    counts: dict[str, int],
+    usage: dict[str, Any],
+    spent: tuple[float, float],
+    job_total: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``."""
+    """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``.
+
+    ``usage.budget`` is the job's: ``job_total`` (its ledger, every invocation, target and
+    endpoint) when known, else ``spent`` (earlier invocations) and this one's ``usage``.
+    """
     fields: dict[str, Any] = {"complete": not counts.get("skipped")}
     if counts.get("skipped"):
         fields["stopped"] = "budget"
@@ -170,10 +169,11 @@ def budget_fields(
         calls = usage.get("metric_calls") or {}
         tokens = sum(block.get(name, 0) for block in (usage, calls) for name in ("prompt_tokens", "completion_tokens"))
         usd = (usage.get("cost_usd") or {}).get("total", 0.0)
+        total = job_total if job_total is not None else (spent[0] + tokens, spent[1] + usd)
         usage["budget"] = {
             "max_tokens": budget.max_tokens,
             "max_usd": budget.max_usd,
-            "spent_tokens": spent[0] + tokens,
-            "spent_usd": round(spent[1] + usd, 6),
+            "spent_tokens": round(total[0]),
+            "spent_usd": round(total[1], 6),
         }
     return fields

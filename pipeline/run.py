@@ -21,6 +21,7 @@ from beameval.cache.journal import JournalWriter
 from beameval.compare.verdict import overall_verdict
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
@@ -33,7 +34,8 @@ from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metr
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
-from pipeline.job_record import check_resumed_config, record_job
+from pipeline.job import first_paid, job_scope, job_spend, record_job, spent_before
+from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import format_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.multi import run_targets
@@ -48,7 +50,7 @@ from pipeline.output_dir import (
 )
 from pipeline.placeholders import resolve_output
 from pipeline.preflight import preflight
-from pipeline.quota import EXIT_BUDGET, job_config, spent_before
+from pipeline.quota import EXIT_BUDGET, job_config
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
@@ -98,24 +100,26 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
     store = run_store_use(config, flags)
-    handed, shards = HandOff(), None
+    handed, shards, spent = HandOff(), None, (0.0, 0.0)
+    scope = job_scope(flags.output, flags.resume and not dry_run)  # the job: kept across --resume
     if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
         if flags.resume:  # before anything is sent: the journal answers the config it was started with
             check_resumed_config(flags.output, config)
-        first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
+        first = first_answer(config, first_row, flags.output, flags, store, job=scope.id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
-        record_job(flags.output, config, flags.resume)
+        if flags.resume:
+            spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
         shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
         handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
-    resumed = flags.resume and not dry_run
-    spent = spent_before(flags.output) if resumed else (0.0, 0.0)  # a --resume goes on with the same budget
+        record_job(flags.output, scope, *first_paid([(config, handed)]))
+        record_job_config(flags.output, config, flags.resume)
 
     started = time.time()
     runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
     pipeline = beam.Pipeline(runner=runner, options=options)
     stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
-    job = job_config(config, options, handed.spent_after(spent))  # worker count and budget left, for the pacers
+    job = job_config(config, options, handed.spent_after(spent), scope)  # W, the budget left, the job: for the pacers
     build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply)
     interval, _, local = progress_settings(options)
     try:
@@ -127,6 +131,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         # here (tests, notebooks) starts with fresh connections and a full concurrency limit.
         InferenceEngine.close_all()
         JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
+        RunBudget.close_all()  # its spend logs, written and closed before the spend is read
     run_info = {
         **runner_info(options),
         **pipeline_metrics(result),
@@ -135,7 +140,8 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     }
     if dry_run:
         return {"status": "dry_run", "run": run_info}
-    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent)
+    spend = job_spend(config, scope)  # every invocation's, from the job's ledger
+    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent, spend)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     if "leaderboard" in results:  # several targets: their scores side by side, then the comparisons
         comparison = results["comparison"]
         print(printable(format_leaderboard(results, comparison)))
+        if results["status"] == "stopped":
+            print(
+                "stopped: the job reached its budget (params.budget, for every target together); rows not sent are "
+                "written as skipped in each target's rows/. Rerun the same command with --resume and a larger "
+                "params.budget to send only those.",
+                file=sys.stderr,
+            )
+            return EXIT_BUDGET
         if comparison is not None and comparison["policy"]["source"] is not None:  # --policy: a gate, so its code
             return EXIT_CODES[overall_verdict(c["verdict"] for c in comparison["comparisons"])]
         return 0

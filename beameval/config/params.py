@@ -5,19 +5,36 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from beameval.config.frozen import Frozen
 from beameval.config.inference import InferenceParams
 from beameval.config.quota import Budget
 
-__all__ = ["InferenceParams", "Params", "ReasoningParams"]
+__all__ = ["InferenceParams", "JobScope", "Params", "ReasoningParams"]
 
 
 class ReasoningParams(Frozen):
     """How to separate a model's reasoning from its answer."""
 
     end_token: str | None = None
+
+
+class JobScope(Frozen):
+    """The job a run's workers belong to: set by the run (``pipeline.quota.job_config``), never in a config file.
+
+    Attributes:
+        id: the job's id: one per OUT_DIR, kept across ``--resume`` (it names the shared
+            limits in Redis and the process's budget).
+        invocation: this invocation's id (its budget leases).
+        spend: the job's spend ledger (``OUT_DIR/_responses/spend``, a local folder), or None
+            where workers cannot share one (each then keeps 1/W of the budget).
+
+    """
+
+    id: str
+    invocation: str
+    spend: str | None = None
 
 
 _TIMEOUT_NOTE = "seconds per attempt, a total deadline (connect, send and read the whole reply); null means 600 s."
@@ -46,6 +63,20 @@ class Params(Frozen):
     budget: Budget | None = None
     #: Worker processes that split each endpoint's rate_limit and the budget (R/W); unset: from the runner.
     worker_processes: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+
+    #: The job the workers belong to (``with_job``); not configuration, so never dumped or validated.
+    _job: JobScope | None = PrivateAttr(None)
+
+    @property
+    def job(self) -> JobScope | None:
+        """The job these parameters were given to the workers for (None: not set by a run)."""
+        return self._job
+
+    def with_job(self, job: JobScope, **update: Any) -> Params:
+        """A copy for the workers of ``job`` (with ``update``'s fields changed, unvalidated)."""
+        params = self.model_copy(update=update)
+        params._job = job
+        return params
 
     @field_validator("request_timeout")
     @classmethod

@@ -17,18 +17,20 @@ the endpoint is never driven past either. What it keeps:
   against a limit it has not read yet. ``Retry-After`` stays the retry loop's business
   (the attempt that got it waits that long; the others go on, as the buckets allow).
 * **The estimate**: an attempt is charged ``ceil(prompt characters / 4)`` (the
-  ``content`` of the messages, or the ``prompt``; the whole body for agent and remote
+  ``content`` of the messages, or the ``prompt``, and the JSON of every other field billed
+  as input: ``tools``, ``response_format``, …; the whole body for agent and remote
   endpoints) plus its ``max_tokens`` (``max_completion_tokens``, else
   ``DEFAULT_COMPLETION_TOKENS``); when the reply's ``usage`` arrives the token buckets
   (and the budget) are corrected to ``prompt_tokens + completion_tokens``. A failed
   attempt keeps its request but gives its tokens back (the provider did not run it).
-* **The budget**: each request reserves its estimate in the process's ``RunBudget``
-  first; a refused reservation raises ``BudgetExhausted`` and nothing is sent.
+* **The budget**: each request reserves its estimate in the process's ``RunBudget`` (the
+  job's) first; a refused reservation raises ``BudgetExhausted`` and nothing is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
@@ -54,6 +56,8 @@ FALLBACK_S = 5.0
 #: The longest the other requests wait for the endpoint's first reply (and its headers).
 PROBE_WAIT_S = 2.0
 _KINDS = ("requests", "tokens")
+#: Request fields billed as input besides the messages: tool definitions, the response's schema, a system prompt.
+_BILLED_FIELDS = ("tools", "functions", "tool_choice", "response_format", "system", "instructions")
 
 
 def estimate_tokens(body: Mapping[str, Any], wire_length: int) -> tuple[int, int]:
@@ -66,6 +70,14 @@ def estimate_tokens(body: Mapping[str, Any], wire_length: int) -> tuple[int, int
 
 
 def _prompt_chars(body: Mapping[str, Any]) -> int | None:
+    """Characters of everything billed as input (messages or prompt, tools, formats); None for other bodies."""
+    chars = _text_chars(body)
+    if chars is None:
+        return None
+    return chars + sum(len(json.dumps(body[name])) for name in _BILLED_FIELDS if body.get(name) is not None)
+
+
+def _text_chars(body: Mapping[str, Any]) -> int | None:
     """Characters of the text a model reads (messages' content, or the prompt); None for other bodies."""
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -109,6 +121,7 @@ class Pacer:
 
     def __init__(self, quota: EndpointQuota, endpoint_key: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        self._endpoint_key = endpoint_key
         self._workers = max(1, quota.workers)
         self._pricing = quota.pricing
         now = clock()
@@ -133,16 +146,7 @@ class Pacer:
                 )
         self._shared_down_until = 0.0
         self._advertised: dict[str, TokenBucket] = {}
-        budget = quota.budget
-        self._budget = (
-            None
-            if budget is None or (budget.max_tokens is None and budget.max_usd is None)
-            else RunBudget.for_job(
-                quota.job,
-                None if budget.max_tokens is None else budget.max_tokens / self._workers,
-                None if budget.max_usd is None else budget.max_usd / self._workers,
-            )
-        )
+        self._budget = RunBudget.of(quota)  # the job's, through its ledger; else 1/W of it
         self._lock: asyncio.Lock | None = None
         self._first_reply: asyncio.Event | None = None
         self._probing = False
@@ -209,7 +213,15 @@ class Pacer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         if self._budget is not None:
-            self._budget.settle(charge.tokens, charge.usd, used, self._cost(prompt or 0, completion or 0))
+            self._budget.settle(
+                charge.tokens,
+                charge.usd,
+                used,
+                self._cost(prompt or 0, completion or 0),
+                endpoint=self._endpoint_key,
+                prompt=prompt or 0,
+                completion=completion or 0,
+            )
 
     async def aclose(self) -> None:
         """Close the shared budget's Redis connections."""

@@ -29,9 +29,13 @@ class EndpointQuota:
     Attributes:
         rate_limit: the job's requests and tokens per minute, or None.
         pricing: dollars per million tokens, or None (costs 0).
-        budget: the run's whole budget (every endpoint together), or None.
-        workers: W, the worker processes splitting the rates and the budget.
-        job: names the run, so shared budgets and process budgets are per run.
+        budget: the budget left to the job's workers (every endpoint together), or None.
+        workers: W, the worker processes splitting the rates (and the budget, without a ledger).
+        job: names the job (one per OUT_DIR, kept across ``--resume``), so the shared rate
+            in Redis and the process's budget are the job's, whatever target or metric asks.
+        ledger: the job's spend ledger folder, shared by the worker processes (None: each
+            keeps 1/W of the budget).
+        invocation: this invocation of the job (its leases in the ledger).
 
     """
 
@@ -40,11 +44,28 @@ class EndpointQuota:
     budget: Budget | None = None
     workers: int = 1
     job: str = ""
+    ledger: str | None = None
+    invocation: str = ""
 
     @classmethod
     def of(cls, access: EndpointAccess, params: Params, job: str) -> EndpointQuota:
-        """The quota of the endpoint ``access`` in run ``job`` (W from ``params.worker_processes``, else 1)."""
-        return cls(access.rate_limit, access.pricing, params.budget, params.worker_processes or 1, job)
+        """The quota of the endpoint ``access`` (W from ``params.worker_processes``, else 1).
+
+        ``job`` names the run when the parameters carry no job (``Params.job``, set by
+        the driver for the workers): every target and metric of a job then shares one.
+        """
+        scope = params.job
+        if scope is None:
+            return cls(access.rate_limit, access.pricing, params.budget, params.worker_processes or 1, job)
+        return cls(
+            access.rate_limit,
+            access.pricing,
+            params.budget,
+            params.worker_processes or 1,
+            scope.id,
+            scope.spend,
+            scope.invocation,
+        )
 
 
 def endpoints_of(config: BaseModel) -> Iterator[tuple[str, EndpointAccess]]:

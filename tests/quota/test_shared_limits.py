@@ -7,6 +7,7 @@ what these tests measure. Each test starts its own redis-server on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -80,8 +81,8 @@ def test_two_processes_share_the_rate_through_redis(
     assert result.score("exact-match.exact-match")["sum"] == exact_matches(80)
     stats = clean_server.stats()
     assert stats["by_status"] == {"200": 80}, stats["by_status"]  # never past the limit: no 429
-    run_id = result.results["provenance"]["run_id"]
-    assert [key.split("{")[1].split(":")[0] for key in redis.keys()] == [run_id]  # per run and endpoint
+    job = json.loads((result.output / "_responses" / "job.json").read_text())["id"]  # kept across --resume
+    assert [key.split("{")[1].split(":")[0] for key in redis.keys()] == [job]  # per job and endpoint
     assert result.results["config"]["params"]["worker_processes"] is None  # the user's config, as written
 
 

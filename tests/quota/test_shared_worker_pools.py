@@ -6,6 +6,7 @@ every SDK worker the pools start draws from the one budget in a real redis-serve
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,4 +47,5 @@ def test_external_worker_pools_share_one_rate_through_redis(
     assert result.results["counts"] == {"rows": 80, "ok": 80, "errors": 0}
     assert result.score("exact-match.exact-match")["sum"] == exact_matches(80)
     assert clean_server.stats()["by_status"] == {"200": 80}  # one budget for both: never a 429
-    assert len(keys) == 1 and result.results["provenance"]["run_id"] in keys[0]
+    job = json.loads((result.output / "_responses" / "job.json").read_text())["id"]
+    assert len(keys) == 1 and job in keys[0]  # the job's key: kept across --resume
