@@ -18,11 +18,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bare_loops import MODEL, PARALLELISM, read_rows  # bench/ is the script's directory, first on sys.path
-
 from beameval.config import ModelTarget, Params, TargetConfig
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.targets import make_handler
+from bench.bare_loops import MODEL, PARALLELISM, read_rows  # the project root is on PYTHONPATH (our_env)
 from transforms.async_calls import PendingCalls
 
 

@@ -48,6 +48,17 @@ class CliResult:
         return next(s for s in self.results["aggregate_scores"]["scores"] if s["name"] == name)
 
 
+@pytest.fixture(autouse=True)
+def _safepath_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``beameval``'s ``main`` sets PYTHONSAFEPATH for the processes it starts; a test calling it
+    in-process must not hand that to later tests' subprocesses (a script would lose its own folder
+    from ``sys.path``). Recording the variable here makes pytest restore it after each test."""
+    if "PYTHONSAFEPATH" in os.environ:
+        monkeypatch.setenv("PYTHONSAFEPATH", os.environ["PYTHONSAFEPATH"])
+    else:
+        monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+
+
 @pytest.fixture
 def write_jsonl(tmp_path: Path):
     def write(rows: list[dict[str, Any]], name: str = "data.jsonl") -> Path:

@@ -249,8 +249,13 @@ def test_the_leaderboard_per_group_equals_each_targets_groups_and_the_rows(run) 
                 assert got["count"] == count
                 cells.append(
                     f'<span class="num">{got["mean"]:.4f}</span> <span class="interval">'
-                    f'[{got["ci_low"]:.4f}, {got["ci_high"]:.4f}]</span> <span class="sub">n={count}</span>'
+                    f'[{got["ci_low"]:.4f}, {got["ci_high"]:.4f}]</span> <span class="sub">n={count}'
                 )
             # the page's table for this group: the target's row holds each score's mean, interval and count
-            row = f'<tr><td><a href="targets/{name}/report.html">{name}</a></td><td>' + "</td><td>".join(cells)
-            assert row + "</td></tr>" in sections[topic]
+            # (then, where it is one, "best" or "worst")
+            row = re.search(rf'<tr><th><a href="targets/{name}/report.html">{name}</a></th>(.*?)</tr>', sections[topic])
+            assert row is not None, sections[topic]
+            shown = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+            assert len(shown) == len(cells) and all(
+                re.fullmatch(re.escape(want) + "( · best| · worst)?</span>", c) for c, want in zip(shown, cells)
+            ), shown

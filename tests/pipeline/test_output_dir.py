@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 QA = [{"output": f"a{i}", "answer": f"a{i}"} for i in range(200)]
 OFFLINE_METRICS = [{"type": "exact-match", "reference": "{{ item.answer }}", "candidate": "{{ item.output }}"}]
@@ -133,26 +134,17 @@ def test_publishing_on_an_object_store_replaces_every_object_of_the_earlier_run(
     assert all((root / name).read_text() == "new" for name in left if name != "_manifest.json")
 
 
-def test_a_symlink_planted_as_the_write_probe_is_refused_and_its_target_untouched(write_jsonl, run_eval, tmp_path):
+@pytest.mark.parametrize("name", [".write-probe", "_lock.json"])
+def test_a_symlink_planted_as_the_lock_or_the_write_probe_is_refused_and_its_target_untouched(
+    write_jsonl, run_eval, tmp_path, name
+):
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".write-probe").symlink_to(victim)
+    (out / name).symlink_to(victim)
     refused = run_eval(offline(write_jsonl(QA[:10])), output=out)
     assert refused.code == 2, refused.stderr
-    assert f"{str(out / '.write-probe')!r} is a symbolic link" in refused.stderr
+    assert f"{str(out / name)!r} is a symbolic link" in refused.stderr
     assert victim.read_text() == "keep me"
     assert not (out / "rows").exists()
-
-
-def test_a_symlink_planted_as_the_lock_is_refused_and_its_target_untouched(write_jsonl, run_eval, tmp_path):
-    victim = tmp_path / "precious.txt"
-    victim.write_text("keep me")
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "_lock.json").symlink_to(victim)
-    refused = run_eval(offline(write_jsonl(QA[:10])), output=out)
-    assert refused.code == 2, refused.stderr
-    assert f"{str(out / '_lock.json')!r} is a symbolic link" in refused.stderr
-    assert victim.read_text() == "keep me"

@@ -48,6 +48,8 @@ EXAMPLE = {
     "overwrite": "false",
     "skip_preflight": "true",
     "progress_interval": "0",
+    "decide": "false",
+    "baseline": "latest",
 }
 
 
@@ -112,7 +114,8 @@ def test_launcher_command_builds_the_dataflow_job_offline(tmp_path: Path, write_
             }
         )
     )
-    parameters = {**EXAMPLE, "config": str(config)}
+    # a template job passes only the parameters it sets: --baseline belongs to --decide runs
+    parameters = {**{k: v for k, v in EXAMPLE.items() if k != "baseline"}, "config": str(config)}
     launcher_options = [  # what the Flex Template launcher adds to the template's parameters
         "--runner=DataflowRunner",
         "--project=my-project",
