@@ -257,5 +257,6 @@ def test_the_leaderboard_per_group_equals_each_targets_groups_and_the_rows(run) 
             assert row is not None, sections[topic]
             shown = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
             assert len(shown) == len(cells) and all(
-                re.fullmatch(re.escape(want) + "( · best| · worst)?</span>", c) for c, want in zip(shown, cells)
+                re.fullmatch(re.escape(want) + "( · best| · worst)?</span>", c)
+                for c, want in zip(shown, cells, strict=True)
             ), shown
