@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from beameval.cache.entry import StoredResponse
+from beameval.cache.journal import JournalWriter
 from beameval.core.redaction import Redactor
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["Recorder", "RecordingHandler", "sample_from_stored"]
+__all__ = ["JournalAnswer", "Recorder", "RecordingHandler", "journal_answer", "sample_from_stored"]
 
 
 class Recorder(Protocol):
@@ -80,3 +81,29 @@ def sample_from_stored(handler: TargetHandler, stored: StoredResponse | None) ->
         return handler.parse(200, stored.response)
     except Exception:  # noqa: BLE001 - any parse failure means "not usable": send the request instead
         return None
+
+
+class JournalAnswer(NamedTuple):
+    """A request's answer found in the run's journal at send time (``JournalWriter.answered``)."""
+
+    sample: dict[str, Any]
+    #: True when it was this row's own call (a retried bundle: the row carries the request's
+    #: cost); False when another row sent the same request (a hit, like the store's).
+    own: bool
+
+
+def journal_answer(journal: JournalWriter, handler: TargetHandler, key: str, row: str) -> JournalAnswer | None:
+    """The run's answer to ``key`` parsed by ``handler`` as if it had just arrived; None: send the request.
+
+    Args:
+        journal: the run's journal writer in this process (its index covers every shard).
+        handler: parses the stored reply.
+        key: the request's response key.
+        row: the asking row (``journal_index.row_token``).
+
+    """
+    stored = journal.answered(key)
+    sample = sample_from_stored(handler, stored)
+    if sample is None or stored is None:
+        return None
+    return JournalAnswer(sample, stored.row in (None, row))
