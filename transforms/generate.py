@@ -58,8 +58,6 @@ __all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
 _NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
 #: Runs (by id) whose strict-mode failure has been seen in this worker process.
 _STOPPING: set[str] = set()
-#: Where a row's answer came from (``GenerateSamples._answered``).
-_SENT, _OWN, _SHARED = "sent", "own", "shared"
 #: Seconds between copies of the engine's counters into Beam metrics while a bundle runs.
 _REPORT_EVERY_S = 0.5
 
@@ -150,8 +148,7 @@ class GenerateSamples(beam.DoFn):
         freeze_startup_heap()  # last: what setup built is long-lived too
 
     def start_bundle(self) -> None:
-        # Each row with whether another row's call answers it (a duplicate request, see _send).
-        self._pending: PendingCalls[tuple[InputRow, bool]] = PendingCalls(self._max_pending)
+        self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)
         self._next_report = time.monotonic() + _REPORT_EVERY_S
         self._first_row: str | None = None  # names the bundle for the test's injected failure
         if self._journal is not None:
@@ -192,7 +189,7 @@ class GenerateSamples(beam.DoFn):
             prepared, key = self._keyed(rendered, row, prepared, learned)
         row = dataclasses.replace(row, request=_request_text(prepared))  # the rows/ column (the transcript)
         if key is None:  # no journal, or not sendable either (the engine reports why)
-            self._engine.send(prepared, self._handler, self._pending.add((row, False)), max_retries=self._max_retries)
+            self._engine.send(prepared, self._handler, self._pending.add(row), max_retries=self._max_retries)
         else:
             answered = self._from_journal(row, prepared, key)
             if answered is not None:
@@ -211,22 +208,21 @@ class GenerateSamples(beam.DoFn):
             fail_once("generate-bundle-answered", self._first_row)  # tests: a later stage failing once
 
     def _from_journal(self, row: InputRow, prepared: PreparedRequest, key: str) -> GeneratedRow | None:
-        """The row answered from the run's journal (a retried bundle's, or a repeated request); None: send it.
+        """The row answered by its own call of an earlier attempt of its bundle, from the journal; None: send it.
 
-        A row's own earlier call counts as this run's request (the attempt that sent it was
-        thrown away with its bundle); another row's call answers it as a hit.
+        It counts as one of the run's requests (untimed): the attempt that sent it was
+        thrown away with its bundle, so no other row carries its cost.
         """
         assert self._journal is not None
-        found = journal_answer(self._journal, self._handler, key, row_token(row.row_index, row.sample_index))
-        if found is None:
+        sample = journal_answer(self._journal, self._handler, key, row_token(row.row_index, row.sample_index))
+        if sample is None:
             return None
         self._journal_hits.inc()
         digest = request_hash_from_bytes(prepared.url, wire_bytes(prepared))
-        outcome = Outcome(found.sample, None, 200, 1, 0.0, digest)
-        return self._answered(row, outcome, _OWN if found.own else _SHARED)
+        return self._answered(row, Outcome(sample, None, 200, 1, 0.0, digest), timed=False)
 
     def _send(self, row: InputRow, prepared: PreparedRequest, key: str) -> None:
-        """Send the row's request, recording its answer, unless this process has the same request in flight."""
+        """Send the row's request, recording its answer, unless its call from an earlier attempt is in flight here."""
         assert self._journal is not None
         token = row_token(row.row_index, row.sample_index)
         handler = RecordingHandler(self._handler, self._journal.for_row(token), key, self._model_name, self._redactor)
@@ -234,7 +230,7 @@ class GenerateSamples(beam.DoFn):
             key,
             token,
             lambda done: self._engine.send(prepared, handler, done, max_retries=self._max_retries),
-            lambda shared: self._pending.add((row, shared)),
+            self._pending.add(row),
         )
 
     def _keyed(
@@ -288,36 +284,33 @@ class GenerateSamples(beam.DoFn):
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
         """Emit finished requests; wait for one when ``block``, for all when ``until_empty``."""
-        for (row, shared), outcome in self._pending.drain(block, until_empty):
-            yield self._answered(row, outcome, _SHARED if shared else _SENT)
+        for row, outcome in self._pending.drain(block, until_empty):
+            yield self._answered(row, outcome)
         if time.monotonic() >= self._next_report:
             self._report_counters()
 
-    def _answered(self, row: InputRow, outcome: Outcome, source: str = _SENT) -> GeneratedRow:
+    def _answered(self, row: InputRow, outcome: Outcome, timed: bool = True) -> GeneratedRow:
         """The row ``outcome`` makes; a bug in making it fails the row, not the bundle.
 
-        ``source``: ``_SENT`` (this call), ``_OWN`` (the row's own call, answered before its
-        bundle was retried: a request, untimed) or ``_SHARED`` (another row's call: a hit).
+        ``timed``: the outcome's latency is this call's (not for an answer from the journal).
         """
         return guarded(
             "GenerateSamples",
             "sample_generation",
             row.row_index,
-            functools.partial(self._generated_row, row, outcome, source),
+            functools.partial(self._generated_row, row, outcome, timed),
             functools.partial(self._failed_row, row),
         )
 
-    def _generated_row(self, row: InputRow, outcome: Outcome, source: str = _SENT) -> GeneratedRow:
-        shared = source == _SHARED
+    def _generated_row(self, row: InputRow, outcome: Outcome, timed: bool = True) -> GeneratedRow:
         info = InferenceInfo(
-            latency_s=outcome.latency_s if source == _SENT else None,
-            attempts=0 if shared else outcome.attempts,
+            latency_s=outcome.latency_s if timed else None,
+            attempts=outcome.attempts,
             http_status=outcome.status,
             request_hash=outcome.request_hash,
-            cached=shared and outcome.sample is not None,
             request=row.request,
         )
-        if source == _SENT:
+        if timed:
             self._latency.update(int(outcome.latency_s * 1000))
         if outcome.error is not None and outcome.error.failure_class == "budget":  # never sent: skipped
             skipped = RowFailure("sample_generation", [str(outcome.error)], skipped=True)

@@ -167,8 +167,7 @@ class CallMetricEndpoints(beam.DoFn):
         freeze_startup_heap()  # last: what setup built is long-lived too
 
     def start_bundle(self) -> None:
-        # Each call with whether another row's call answers it (the same request, see _send).
-        self._pending: PendingCalls[tuple[_RowCalls, str, bool]] = PendingCalls(self._max_pending)
+        self._pending: PendingCalls[tuple[_RowCalls, str]] = PendingCalls(self._max_pending)
         self._first_row: str | None = None  # names the bundle for the test's injected failure
         if self._journal is not None:
             self._journal.index.refresh()  # what other workers (a lost one too) recorded since the last bundle
@@ -202,7 +201,7 @@ class CallMetricEndpoints(beam.DoFn):
         calls.remaining = len(submitted)
         for endpoint, prepared, key in submitted:
             if key is None:
-                done = self._pending.add((calls, endpoint.key, False))
+                done = self._pending.add((calls, endpoint.key))
                 endpoint.engine.send(prepared, endpoint.handler, done, max_retries=endpoint.max_retries)
             else:
                 self._send(endpoint, prepared, key, calls, token)
@@ -226,22 +225,20 @@ class CallMetricEndpoints(beam.DoFn):
             return None
 
     def _from_journal(self, endpoint: _Endpoint, key: str, token: str) -> EndpointReply | None:
-        """The call answered from the run's journal (a retried bundle's, or the same request); None: send it.
+        """The call answered by its own call of an earlier attempt of its bundle, from the journal; None: send it.
 
-        The row's own earlier call counts as a request of this run (its first attempt was
-        thrown away with its bundle); another row's call answers it as a hit.
+        It counts as one of the run's requests: the attempt that sent it was thrown away
+        with its bundle, so no other row carries its cost.
         """
         assert self._journal is not None
-        found = journal_answer(self._journal, endpoint.handler, key, token)
-        if found is None:
+        sample = journal_answer(self._journal, endpoint.handler, key, token)
+        if sample is None:
             return None
         self._journal_hits.inc()
-        if found.own:
-            return endpoint_reply(found.sample, status=200, attempts=1)
-        return endpoint_reply(found.sample, status=200, cached=True)
+        return endpoint_reply(sample, status=200, attempts=1)
 
     def _send(self, endpoint: _Endpoint, prepared: PreparedRequest, key: str, calls: _RowCalls, token: str) -> None:
-        """Send one call, recording its answer, unless this process has the same request in flight."""
+        """Send one call, recording its answer, unless its call from an earlier attempt is in flight here."""
         assert self._journal is not None
         model = prepared.body.get("model")
         handler = RecordingHandler(
@@ -255,11 +252,11 @@ class CallMetricEndpoints(beam.DoFn):
             key,
             token,
             lambda done: endpoint.engine.send(prepared, handler, done, max_retries=endpoint.max_retries),
-            lambda shared: self._pending.add((calls, endpoint.key, shared)),
+            self._pending.add((calls, endpoint.key)),
         )
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
-        for (calls, key, shared), outcome in self._pending.drain(block, until_empty):
+        for (calls, key), outcome in self._pending.drain(block, until_empty):
             reply = guarded(
                 "CallMetricEndpoints",
                 "scoring",
@@ -267,8 +264,6 @@ class CallMetricEndpoints(beam.DoFn):
                 functools.partial(reply_from_outcome, outcome, self._redactors[key]),
                 lambda failure: EndpointReply(error=failure.text, error_kind="request"),
             )
-            if shared and reply.error is None:  # another row's call: a hit, not a request of this row
-                reply = dataclasses.replace(reply, cached=True, attempts=0)
             calls.replies[key] = reply
             self._requests.inc()
             self._attempts.inc(reply.attempts)

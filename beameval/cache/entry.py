@@ -36,6 +36,7 @@ __all__ = [
     "encode_entry",
     "iter_lines",
     "line_key",
+    "line_row",
     "pack_lines",
     "wanted_lines",
 ]
@@ -127,6 +128,23 @@ def line_key(line: bytes) -> str | None:
         return None
     entry = _parse(line)
     return entry.key if entry is not None else None
+
+
+_ROW = b',"row":"'
+
+
+def line_row(line: bytes) -> str | None:
+    """Return the ``row`` a journal line names, read without parsing the line; None when it names none.
+
+    A wrong answer is harmless (the reader checks the decoded entry): a model name that
+    holds the marker itself could only make a look-up miss.
+    """
+    start = line.find(_ROW, _KEY_END, _KEY_END + 400)
+    if start < 0:
+        return None
+    start += len(_ROW)
+    end = line.find(b'"', start, start + 64)
+    return line[start:end].decode("ascii", "replace") if end > 0 else None
 
 
 def decode_entry(line: bytes | str) -> StoredResponse | None:

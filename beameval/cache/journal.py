@@ -154,11 +154,11 @@ class JournalWriter:
             self._queued.add(key)
             self._pending.append((key, response, model, self._clock(), row))
 
-    def answered(self, key: str) -> StoredResponse | None:
-        """The run's recorded answer to ``key`` (this process's, or any shard's indexed so far); None if none."""
+    def answered(self, key: str, row: str) -> StoredResponse | None:
+        """The run's recorded answer to ``key`` sent for ``row`` (this process's, or any shard's indexed so far)."""
         if key in self._queued:  # answered a moment ago, not written yet
             self.flush()
-        return self.index.find(key)
+        return self.index.find(key, row)
 
     def for_row(self, row: str) -> RowRecorder:
         """A recorder that records its entries as answers to ``row`` (for ``RecordingHandler``)."""
@@ -238,7 +238,8 @@ class JournalWriter:
             except (TypeError, ValueError):  # a reply JSON decoded from bytes always encodes; be safe
                 continue
             chunks.append(chunk)
-            self.index.add(key, path, self._bytes)
+            if row is not None:
+                self.index.add(key, row, path, self._bytes)
             self._bytes += len(chunk)
         self._handle.write(b"".join(chunks))
         self._lines += len(chunks)

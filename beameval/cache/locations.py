@@ -1,13 +1,12 @@
-"""Where each response key's journal line is, in 16 bytes an entry: an open-addressing table over two arrays.
+"""Where each journal line is, in 16 bytes an entry: an open-addressing table over two arrays.
 
-The send-time look-up (``journal_index``) must know every key this run has answered, on
+The send-time look-up (``journal_index``) must know every answer this run has recorded, on
 every worker, for runs of millions of rows. A ``dict`` of key strings to positions costs
-about 200 bytes an entry (the 64-character key alone is 113); here a key is its first 64
-bits (keys are uniform hashes, so they spread the table without hashing again) and a
-position one 64-bit integer, in two ``array('Q')``: 16 bytes a slot, at most twice as
-many slots as keys. Two keys sharing 64 bits would share a slot; the reader compares the
-whole key of the line it finds, so such a clash costs a re-sent request, never a wrong
-answer.
+about 200 bytes an entry (a 64-character key alone is 113); here a key (a hex hash) is its
+first 64 bits (uniform, so they spread the table without hashing again) and a position
+one 64-bit integer, in two ``array('Q')``: 16 bytes a slot, at most twice as many slots as
+keys. Two keys sharing 64 bits would share a slot; the reader checks the line it finds, so
+such a clash costs a re-sent request, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -32,12 +31,12 @@ def split_location(value: int) -> tuple[int, int]:
 
 
 def _slot_key(key: str) -> int:
-    """A response key's first 64 bits, never 0 (0 marks an empty slot)."""
+    """A hex key's first 64 bits, never 0 (0 marks an empty slot)."""
     return int(key[:16], 16) or 1
 
 
 class KeyLocations:
-    """Response key -> location, for keys that are 64-hex-digit hashes; not thread-safe (``JournalIndex`` locks)."""
+    """Hash key (16 hex digits or more) -> location; not thread-safe (``JournalIndex`` locks)."""
 
     def __init__(self, capacity: int = 1024) -> None:
         self._allocate(max(16, 1 << (capacity - 1).bit_length()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from beameval.cache.entry import StoredResponse
 from beameval.cache.journal import JournalWriter
@@ -12,7 +12,7 @@ from beameval.core.redaction import Redactor
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["JournalAnswer", "Recorder", "RecordingHandler", "journal_answer", "sample_from_stored"]
+__all__ = ["Recorder", "RecordingHandler", "journal_answer", "sample_from_stored"]
 
 
 class Recorder(Protocol):
@@ -83,17 +83,11 @@ def sample_from_stored(handler: TargetHandler, stored: StoredResponse | None) ->
         return None
 
 
-class JournalAnswer(NamedTuple):
-    """A request's answer found in the run's journal at send time (``JournalWriter.answered``)."""
+def journal_answer(journal: JournalWriter, handler: TargetHandler, key: str, row: str) -> dict[str, Any] | None:
+    """The answer the run recorded to ``key`` sent for ``row``, parsed as if it had just arrived; None: send it.
 
-    sample: dict[str, Any]
-    #: True when it was this row's own call (a retried bundle: the row carries the request's
-    #: cost); False when another row sent the same request (a hit, like the store's).
-    own: bool
-
-
-def journal_answer(journal: JournalWriter, handler: TargetHandler, key: str, row: str) -> JournalAnswer | None:
-    """The run's answer to ``key`` parsed by ``handler`` as if it had just arrived; None: send the request.
+    Only the row's own earlier call counts (a bundle Beam ran again): another row asking
+    the same is sent, as in a run no runner retried.
 
     Args:
         journal: the run's journal writer in this process (its index covers every shard).
@@ -102,8 +96,4 @@ def journal_answer(journal: JournalWriter, handler: TargetHandler, key: str, row
         row: the asking row (``journal_index.row_token``).
 
     """
-    stored = journal.answered(key)
-    sample = sample_from_stored(handler, stored)
-    if sample is None or stored is None:
-        return None
-    return JournalAnswer(sample, stored.row in (None, row))
+    return sample_from_stored(handler, journal.answered(key, row))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from beameval.cache.entry import decode_entry, encode_entry, line_key
+from beameval.cache.entry import decode_entry, encode_entry, line_key, line_row
 from beameval.cache.files import LocalFiles
 from beameval.cache.in_flight import InFlight
 from beameval.cache.journal import JournalWriter
-from beameval.cache.journal_index import JournalIndex
+from beameval.cache.journal_index import JournalIndex, _slot
 from beameval.cache.locations import KeyLocations, location, split_location
 
 
@@ -35,18 +35,19 @@ def test_key_locations_hold_a_hundred_thousand_keys_in_16_bytes_a_slot():
     assert table._keys.itemsize + table._values.itemsize == 16
 
 
-def test_this_process_s_answers_are_found_queued_written_and_after_rotation(tmp_path: Path):
+def test_this_process_s_answers_are_found_by_key_and_row_queued_written_and_after_rotation(tmp_path: Path):
     writer = JournalWriter(str(tmp_path), flush_interval=0, max_lines=2)
     for number in range(5):
         writer.record(key(number), reply(f"answer {number}"), "m", f"{number}/0")
-    found = writer.answered(key(3))  # still queued: written on the spot, then read back
+    found = writer.answered(key(3), "3/0")  # still queued: written on the spot, then read back
     assert found is not None and found.response == reply("answer 3") and found.row == "3/0"
     assert len(list(tmp_path.glob("*.jsonl"))) == 1  # rotation happens on the next flush
-    writer.record(key(9), reply("nine"), "m")
+    writer.record(key(9), reply("nine"), "m")  # no row (the preflight's answer): not for a retry
     writer.flush()
-    assert writer.answered(key(9)).row is None  # recorded without a row (the preflight's)
-    assert [writer.answered(key(n)).response for n in range(5)] == [reply(f"answer {n}") for n in range(5)]
-    assert writer.answered(key(42)) is None
+    assert writer.answered(key(9), "9/0") is None
+    assert [writer.answered(key(n), f"{n}/0").response for n in range(5)] == [reply(f"answer {n}") for n in range(5)]
+    assert writer.answered(key(1), "2/0") is None  # another row asking the same is sent, as without retries
+    assert writer.answered(key(42), "42/0") is None
     writer.close()
 
 
@@ -55,39 +56,42 @@ def test_other_shards_are_indexed_as_they_grow_torn_lines_skipped_ignored_shards
     lines = [encode_entry(key(n), reply(str(n)), "m", 1.0, f"{n}/0") for n in range(3)]
     live.write_bytes(lines[0] + lines[1] + lines[2][:20])  # a writer in the middle of its third line
     skipped = tmp_path / "20260101T000000-2-gone-00001.jsonl"
-    skipped.write_bytes(encode_entry(key(7), reply("7"), "m", 1.0))
+    skipped.write_bytes(encode_entry(key(7), reply("7"), "m", 1.0, "7/0"))
     index = JournalIndex(str(tmp_path), LocalFiles(), refresh_every_s=60.0)
     index.ignore([str(skipped)])
     assert index.refresh() == 2 and index.refresh() == 0  # the second is too soon: nothing listed
-    assert index.find(key(1)).response == reply("1") and index.find(key(2)) is None
-    assert index.find(key(7)) is None  # read by the graph-time join: not indexed here
+    assert index.find(key(1), "1/0").response == reply("1") and index.find(key(2), "2/0") is None
+    assert index.find(key(7), "7/0") is None  # read by the graph-time join: not indexed here
     live.write_bytes(lines[0] + lines[1] + lines[2])
     assert index.refresh(force=True) == 1  # only the line finished since
-    assert index.find(key(2)).row == "2/0" and len(index) == 3
+    assert index.find(key(2), "2/0").row == "2/0" and len(index) == 3
 
 
-def test_a_key_sharing_another_s_first_64_bits_is_a_miss_never_the_other_answer(tmp_path: Path):
-    first, twin = key(1), key(1)[:16] + key(2)[16:]
+def test_a_slot_clash_is_a_miss_never_another_answer(tmp_path: Path):
     writer = JournalWriter(str(tmp_path), flush_interval=0)
-    writer.record(first, reply("first"), "m")
+    writer.record(key(1), reply("first"), "m", "1/0")
     writer.flush()
-    assert writer.answered(twin) is None and writer.answered(first).response == reply("first")
+    index = writer.index
+    index._locations.put(_slot(key(2), "2/0"), index._locations.get(_slot(key(1), "1/0")))  # as if they clashed
+    assert writer.answered(key(2), "2/0") is None and writer.answered(key(1), "1/0").response == reply("first")
     writer.close()
 
 
 def test_the_row_field_round_trips_and_leaves_the_key_where_it_was():
     line = encode_entry(key(1), reply("x"), "m", 2.5, "12/3")
-    assert line_key(line) == key(1)
-    assert decode_entry(line).row == "12/3" and decode_entry(encode_entry(key(1), reply("x"), "m", 2.5)).row is None
+    assert line_key(line) == key(1) and line_row(line) == "12/3"
+    assert decode_entry(line).row == "12/3"
+    plain = encode_entry(key(1), reply("x"), "m", 2.5)
+    assert decode_entry(plain).row is None and line_row(plain) is None
 
 
-def test_in_flight_calls_are_sent_once_and_every_waiter_gets_the_outcome():
+def test_in_flight_calls_are_sent_once_per_row_and_every_waiter_gets_the_outcome():
     in_flight, sent, got = InFlight(), [], []
-    waiter = lambda name: lambda shared: lambda outcome: got.append((name, shared, outcome))  # noqa: E731
-    assert in_flight.send_once("k", "1/0", sent.append, waiter("first"))
-    assert not in_flight.send_once("k", "1/0", sent.append, waiter("retry"))  # the same row, again
-    assert not in_flight.send_once("k", "2/0", sent.append, waiter("repeat"))  # another row, the same request
-    assert len(sent) == 1 and len(in_flight) == 1
+    assert in_flight.send_once("k", "1/0", sent.append, lambda outcome: got.append(("first", outcome)))
+    assert not in_flight.send_once("k", "1/0", sent.append, lambda outcome: got.append(("retry", outcome)))
+    assert in_flight.send_once("k", "2/0", sent.append, lambda outcome: got.append(("other row", outcome)))
+    assert len(sent) == 2 and len(in_flight) == 2
     sent[0]("answer")
-    assert got == [("first", False, "answer"), ("retry", False, "answer"), ("repeat", True, "answer")]
-    assert len(in_flight) == 0 and in_flight.send_once("k", "1/0", sent.append, waiter("later"))
+    sent[1]("its own")
+    assert got == [("first", "answer"), ("retry", "answer"), ("other row", "its own")]
+    assert len(in_flight) == 0 and in_flight.send_once("k", "1/0", sent.append, got.append)
