@@ -176,13 +176,16 @@ def _evaluate(
     journal = FileSystems.join(output, JOURNAL_DIR)  # every successful response is recorded as it arrives
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
+    joined = list(stored_shards or ())  # the send-time journal look-up skips what the join read
     if config.target is not None:
         to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
         else:
-            generate = GenerateSamples(config, run_id, journal, handed)
+            generate = GenerateSamples(config, run_id, journal, handed, joined)
             generated = to_send | "GenerateSamples" >> beam.ParDo(generate)
+        # A checkpoint: a later stage that fails (or a lost worker) never runs the paid calls again.
+        generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
     elif metric_calls:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
@@ -191,10 +194,11 @@ def _evaluate(
         if stored is not None:
             generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)
         generated = generated | "CallMetricEndpoints" >> beam.ParDo(
-            CallMetricEndpoints(config.metrics, journal, config.params, run_id)
+            CallMetricEndpoints(config.metrics, journal, config.params, run_id, joined)
         )
         if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
             generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
+        generated = generated | "CheckpointMetricCalls" >> beam.Reshuffle()
     offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
     if offline:  # batches in, batches out (transforms.row_batches)

@@ -6,8 +6,13 @@ The prompt was rendered once before the graph fans out to the targets
 The DoFn hands requests to the worker process's ``InferenceEngine`` (one event loop, one
 connection pool and one concurrency limit per process, shared by every DoFn instance and
 thread) and emits results as they complete; ``finish_bundle`` waits for the rest. Each
-request is retried on its own inside the engine and a final failure becomes a failed row,
-so a Beam bundle retry never re-sends requests that already succeeded.
+request is retried on its own inside the engine and a final failure becomes a failed row.
+
+A request is looked up in the run's journal just before it is sent (``JournalWriter.answered``,
+``beameval.cache.journal_index``): when Beam runs a bundle again (a later stage of the
+fused stage failed, a worker was lost), rows whose answers were recorded are answered from
+the journal, unsent, and a request still in flight from the first attempt is waited for,
+not sent again (``beameval.cache.in_flight``).
 
 In strict mode (``ignore_request_failure: false``) the first failed row makes the worker
 process stop sending: rows not yet sent are recorded as failed, not sent, so a broken
@@ -19,16 +24,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beameval.cache.journal_index import row_token
 from beameval.cache.key import prepared_key, response_key_from_content
-from beameval.cache.recording import RecordingHandler
+from beameval.cache.recording import RecordingHandler, journal_answer
 from beameval.config.schema import EvalConfig
+from beameval.core.crash_points import fail_once
 from beameval.core.errors import EvaluatorError
 from beameval.core.prompt import rendered_prompt
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
@@ -36,9 +43,9 @@ from beameval.core.redaction import Redactor
 from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.first_request import HandedReply
-from beameval.inference.prepared import PreparedRequest, canonical_json, wire_bytes
+from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
 from beameval.inference.quota import EndpointQuota
-from beameval.inference.targets import TargetHandler, make_handler
+from beameval.inference.targets import make_handler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
 from transforms.cache import journal_for
@@ -83,15 +90,23 @@ class GenerateSamples(beam.DoFn):
         journal_dir: OUT_DIR/_responses: every success is recorded there.
         handed: the preflight's answer to one row's request (``pipeline.first_answer``),
             already journalled: that row is answered from it, unsent (``_handed_answer``).
+        joined_shards: the shards the graph-time join read (``--resume``, ``cache:``): the
+            send-time look-up skips them.
     """
 
     def __init__(
-        self, config: EvalConfig, run_id: str, journal_dir: str | None = None, handed: HandedReply | None = None
+        self,
+        config: EvalConfig,
+        run_id: str,
+        journal_dir: str | None = None,
+        handed: HandedReply | None = None,
+        joined_shards: Sequence[str] = (),
     ) -> None:
         self._config = config
         self._run_id = run_id
         self._journal_dir = journal_dir
         self._handed = handed
+        self._joined_shards = list(joined_shards)
         self._handed_row = -1 if handed is None else handed.row_index  # no row_index is negative
 
     def setup(self) -> None:
@@ -101,6 +116,8 @@ class GenerateSamples(beam.DoFn):
         # The key is masked in what is recorded and in messages; answers are scored as received (see ScoreRows).
         self._redactor = Redactor(config.target.endpoint.secret_values())
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
+        if self._journal is not None:
+            self._journal.index.ignore(self._joined_shards)
         # Builds the key's request once the handler has learned to rename max_tokens (see _recording).
         model = config.target.model
         self._key_handler = make_handler(config.target, config.params, None)
@@ -121,6 +138,7 @@ class GenerateSamples(beam.DoFn):
         self._requests = Metrics.counter(NAMESPACE, "requests")
         self._retries = Metrics.counter(NAMESPACE, "retries")
         self._generated = Metrics.counter(NAMESPACE, "rows_generated")
+        self._journal_hits = Metrics.counter(NAMESPACE, "journal_hits")
         self._failed = Metrics.counter(NAMESPACE, "rows_generation_failed")
         self._latency = Metrics.distribution(NAMESPACE, "latency_ms")
         self._limit_decreases = Metrics.counter(NAMESPACE, "limit_decreases")
@@ -132,8 +150,13 @@ class GenerateSamples(beam.DoFn):
     def start_bundle(self) -> None:
         self._pending: PendingCalls[InputRow] = PendingCalls(self._max_pending)
         self._next_report = time.monotonic() + _REPORT_EVERY_S
+        self._first_row: str | None = None  # names the bundle for the test's injected failure
+        if self._journal is not None:
+            self._journal.index.refresh()  # what other workers (a lost one too) recorded since the last bundle
 
     def process(self, row: InputRow | GeneratedRow) -> Iterator[GeneratedRow]:
+        if self._first_row is None:
+            self._first_row = row_token(row.row_index, row.sample_index)
         if isinstance(row, GeneratedRow):  # answered from the response store (transforms.cache)
             yield row
             return
@@ -161,11 +184,18 @@ class GenerateSamples(beam.DoFn):
         except Exception as exc:  # noqa: BLE001 - a handler bug fails its row, not the bundle
             yield self._failed_row(row, unexpected_failure("GenerateSamples", "sample_generation", row.row_index, exc))
             return
-        handler: TargetHandler = self._handler
+        key = None
         if self._journal is not None:
-            prepared, handler = self._recording(rendered, row, prepared, learned)
+            prepared, key = self._keyed(rendered, row, prepared, learned)
         row = dataclasses.replace(row, request=_request_text(prepared))  # the rows/ column (the transcript)
-        self._engine.send(prepared, handler, self._pending.add(row), max_retries=self._max_retries)
+        if key is None:  # no journal, or not sendable either (the engine reports why)
+            self._engine.send(prepared, self._handler, self._pending.add(row), max_retries=self._max_retries)
+        else:
+            answered = self._from_journal(row, prepared, key)
+            if answered is not None:
+                yield answered
+                return
+            self._send(row, prepared, key)
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -174,16 +204,34 @@ class GenerateSamples(beam.DoFn):
         self._report_counters()
         if self._journal is not None:
             self._journal.sync()  # every response of the bundle's rows is durable before they move on
+        if self._first_row is not None:
+            fail_once("generate-bundle-answered", self._first_row)  # tests: a later stage failing once
 
-    def _recording(
-        self, rendered: Any, row: InputRow, prepared: PreparedRequest, learned: bool
-    ) -> tuple[PreparedRequest, TargetHandler]:
-        """The request with its wire bytes, and a handler that also records its success in the journal under its key."""
+    def _from_journal(self, row: InputRow, prepared: PreparedRequest, key: str) -> GeneratedRow | None:
+        """The row answered by its own call of an earlier attempt of its bundle, from the journal; None: send it.
+
+        It counts as one of the run's requests (untimed): the attempt that sent it was
+        thrown away with its bundle, so no other row carries its cost.
+        """
         assert self._journal is not None
-        prepared, key = self._keyed(rendered, row, prepared, learned)
-        if key is None:  # not sendable either: the engine reports why
-            return prepared, self._handler
-        return prepared, RecordingHandler(self._handler, self._journal, key, self._model_name, self._redactor)
+        sample = journal_answer(self._journal, self._handler, key, row_token(row.row_index, row.sample_index))
+        if sample is None:
+            return None
+        self._journal_hits.inc()
+        digest = request_hash_from_bytes(prepared.url, wire_bytes(prepared))
+        return self._answered(row, Outcome(sample, None, 200, 1, 0.0, digest), timed=False)
+
+    def _send(self, row: InputRow, prepared: PreparedRequest, key: str) -> None:
+        """Send the row's request, recording its answer, unless its call from an earlier attempt is in flight here."""
+        assert self._journal is not None
+        token = row_token(row.row_index, row.sample_index)
+        handler = RecordingHandler(self._handler, self._journal.for_row(token), key, self._model_name, self._redactor)
+        self._journal.in_flight.send_once(
+            key,
+            token,
+            lambda done: self._engine.send(prepared, handler, done, max_retries=self._max_retries),
+            self._pending.add(row),
+        )
 
     def _keyed(
         self, rendered: Any, row: InputRow, prepared: PreparedRequest, learned: bool
@@ -241,25 +289,29 @@ class GenerateSamples(beam.DoFn):
         if time.monotonic() >= self._next_report:
             self._report_counters()
 
-    def _answered(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
-        """The row ``outcome`` makes; a bug in making it fails the row, not the bundle."""
+    def _answered(self, row: InputRow, outcome: Outcome, timed: bool = True) -> GeneratedRow:
+        """The row ``outcome`` makes; a bug in making it fails the row, not the bundle.
+
+        ``timed``: the outcome's latency is this call's (not for an answer from the journal).
+        """
         return guarded(
             "GenerateSamples",
             "sample_generation",
             row.row_index,
-            functools.partial(self._generated_row, row, outcome),
+            functools.partial(self._generated_row, row, outcome, timed),
             functools.partial(self._failed_row, row),
         )
 
-    def _generated_row(self, row: InputRow, outcome: Outcome) -> GeneratedRow:
+    def _generated_row(self, row: InputRow, outcome: Outcome, timed: bool = True) -> GeneratedRow:
         info = InferenceInfo(
-            latency_s=outcome.latency_s,
+            latency_s=outcome.latency_s if timed else None,
             attempts=outcome.attempts,
             http_status=outcome.status,
             request_hash=outcome.request_hash,
             request=row.request,
         )
-        self._latency.update(int(outcome.latency_s * 1000))
+        if timed:
+            self._latency.update(int(outcome.latency_s * 1000))
         if outcome.error is not None and outcome.error.failure_class == "budget":  # never sent: skipped
             skipped = RowFailure("sample_generation", [str(outcome.error)], skipped=True)
             return GeneratedRow(

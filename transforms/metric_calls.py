@@ -10,6 +10,9 @@ emitted as their calls complete and ``finish_bundle`` waits for the rest, as in
 ``GenerateSamples`` (the bookkeeping is shared: ``transforms.async_calls``). Failures are
 recorded in the reply, never raised here: the metric's ``score`` decides whether they fail
 the row.
+
+As in ``GenerateSamples``, each call is looked up in the run's journal just before it is
+sent, so a bundle that Beam runs again never pays for a call its first attempt made.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beameval.cache.journal_index import row_token
 from beameval.cache.key import prepared_key
-from beameval.cache.recording import RecordingHandler
+from beameval.cache.recording import RecordingHandler, journal_answer
 from beameval.config.params import Params
+from beameval.core.crash_points import fail_once
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
@@ -121,11 +126,13 @@ class CallMetricEndpoints(beam.DoFn):
         journal_dir: str | None = None,
         params: Params | None = None,
         run_id: str = "",
+        joined_shards: Sequence[str] = (),
     ) -> None:
         self._configs = list(metric_configs)
         self._journal_dir = journal_dir  # OUT_DIR/_responses: every successful call is recorded there
         self._params = params or Params()  # the budget and the worker count (rate limits, EndpointQuota)
         self._run_id = run_id
+        self._joined_shards = list(joined_shards)  # read by the graph-time join: skipped at send time
 
     def setup(self) -> None:
         endpoints = []
@@ -148,18 +155,27 @@ class CallMetricEndpoints(beam.DoFn):
         self._endpoints = endpoints
         self._redactors = {e.key: Redactor(e.metric.endpoint_access.secret_values()) for e in endpoints}
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
+        if self._journal is not None:
+            self._journal.index.ignore(self._joined_shards)
         # Keep a few requests queued per slot so the engines never wait for the DoFn.
         self._max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
         self._requests = Metrics.counter(NAMESPACE, "metric_requests")
         self._attempts = Metrics.counter(NAMESPACE, "metric_request_attempts")
         self._failed = Metrics.counter(NAMESPACE, "metric_requests_failed")
+        self._journal_hits = Metrics.counter(NAMESPACE, "metric_journal_hits")
         self._latency = Metrics.distribution(NAMESPACE, "metric_latency_ms")
         freeze_startup_heap()  # last: what setup built is long-lived too
 
     def start_bundle(self) -> None:
         self._pending: PendingCalls[tuple[_RowCalls, str]] = PendingCalls(self._max_pending)
+        self._first_row: str | None = None  # names the bundle for the test's injected failure
+        if self._journal is not None:
+            self._journal.index.refresh()  # what other workers (a lost one too) recorded since the last bundle
 
     def process(self, row: GeneratedRow) -> Iterator[GeneratedRow]:
+        token = row_token(row.row_index, row.sample_index)
+        if self._first_row is None:
+            self._first_row = token
         if row.failure is not None or row.item is None or not self._endpoints:
             yield row
             return
@@ -173,15 +189,22 @@ class CallMetricEndpoints(beam.DoFn):
             if isinstance(prepared, EndpointReply):
                 calls.replies[endpoint.key] = prepared
                 continue
-            submitted.append((endpoint, prepared))
+            key = self._key(endpoint, ctx, row)
+            answered = None if key is None else self._from_journal(endpoint, key, token)
+            if answered is not None:
+                calls.replies[endpoint.key] = answered
+                continue
+            submitted.append((endpoint, prepared, key))
         if not submitted:
             yield self._finished(calls)
             return
         calls.remaining = len(submitted)
-        for endpoint, prepared in submitted:
-            handler = self._recording(endpoint, ctx, row, prepared)
-            done = self._pending.add((calls, endpoint.key))
-            endpoint.engine.send(prepared, handler, done, max_retries=endpoint.max_retries)
+        for endpoint, prepared, key in submitted:
+            if key is None:
+                done = self._pending.add((calls, endpoint.key))
+                endpoint.engine.send(prepared, endpoint.handler, done, max_retries=endpoint.max_retries)
+            else:
+                self._send(endpoint, prepared, key, calls, token)
         yield from self._drain(block=self._pending.full)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -189,24 +212,47 @@ class CallMetricEndpoints(beam.DoFn):
             yield in_global_window(row)
         if self._journal is not None:
             self._journal.sync()
+        if self._first_row is not None:
+            fail_once("metric-calls-answered", self._first_row)  # tests: a later stage failing once
 
-    def _recording(
-        self, endpoint: _Endpoint, ctx: MetricContext, row: GeneratedRow, prepared: PreparedRequest
-    ) -> TargetHandler:
-        """The endpoint's handler, recording a success in the journal when the run has one."""
+    def _key(self, endpoint: _Endpoint, ctx: MetricContext, row: GeneratedRow) -> str | None:
+        """The call's response key, from the twin (the request as first built); None without a journal."""
         if self._journal is None:
-            return endpoint.handler
+            return None
         try:
-            key = prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, endpoint.handler.secrets)
+            return prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, endpoint.handler.secrets)
         except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
-            return endpoint.handler
+            return None
+
+    def _from_journal(self, endpoint: _Endpoint, key: str, token: str) -> EndpointReply | None:
+        """The call answered by its own call of an earlier attempt of its bundle, from the journal; None: send it.
+
+        It counts as one of the run's requests: the attempt that sent it was thrown away
+        with its bundle, so no other row carries its cost.
+        """
+        assert self._journal is not None
+        sample = journal_answer(self._journal, endpoint.handler, key, token)
+        if sample is None:
+            return None
+        self._journal_hits.inc()
+        return endpoint_reply(sample, status=200, attempts=1)
+
+    def _send(self, endpoint: _Endpoint, prepared: PreparedRequest, key: str, calls: _RowCalls, token: str) -> None:
+        """Send one call, recording its answer, unless its call from an earlier attempt is in flight here."""
+        assert self._journal is not None
         model = prepared.body.get("model")
-        return RecordingHandler(
+        handler = RecordingHandler(
             endpoint.handler,
-            self._journal,
+            self._journal.for_row(token),
             key,
             model if isinstance(model, str) else None,
             self._redactors[endpoint.key],
+        )
+        self._journal.in_flight.send_once(
+            key,
+            token,
+            lambda done: endpoint.engine.send(prepared, handler, done, max_retries=endpoint.max_retries),
+            self._pending.add((calls, endpoint.key)),
         )
 
     def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:

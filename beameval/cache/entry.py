@@ -1,7 +1,8 @@
 """One stored response as a JSON line, read back cheaply: the key is sliced out without parsing the line.
 
-A line is ``{"key": K, "v": KEY_VERSION, "model": M, "recorded_at": T, "response": R}``
-with the keys in that order (the writer's ``encode_entry``), so ``line_key`` reads the key
+A line is ``{"key": K, "v": KEY_VERSION, "model": M, "recorded_at": T, "row": W, "response": R}``
+with the keys in that order (the writer's ``encode_entry``; ``row`` only in a journal, see
+``StoredResponse.row``), so ``line_key`` reads the key
 and version from fixed offsets; a store with millions of entries is joined on keys
 without decoding a single response that no row asks for. Lines written by anything else
 are parsed as JSON. A line that does not parse (the torn last line of a shard whose
@@ -35,6 +36,7 @@ __all__ = [
     "encode_entry",
     "iter_lines",
     "line_key",
+    "line_row",
     "pack_lines",
     "wanted_lines",
 ]
@@ -57,6 +59,9 @@ class StoredResponse:
         response: the endpoint's decoded JSON reply, as it arrived.
         model: the model name the request asked for (None for endpoints without one).
         recorded_at: Unix time the response was recorded.
+        row: in the run's journal, the row (``row_index/sample_index``) whose request was
+            answered: a send-time look-up (``journal_index``) tells a retry of that row (the
+            request was paid for this row) from another row asking the same. None elsewhere.
 
     """
 
@@ -64,9 +69,10 @@ class StoredResponse:
     response: Any
     model: str | None
     recorded_at: float
+    row: str | None = None
 
 
-def encode_entry(key: str, response: Any, model: str | None, recorded_at: float) -> bytes:
+def encode_entry(key: str, response: Any, model: str | None, recorded_at: float, row: str | None = None) -> bytes:
     """Return one entry as a JSON line (newline included), keys in ``line_key``'s fixed order.
 
     Args:
@@ -75,6 +81,7 @@ def encode_entry(key: str, response: Any, model: str | None, recorded_at: float)
             which are kept as they are when they are UTF-8 on one line).
         model: the model name the request asked for.
         recorded_at: Unix time.
+        row: the row the request was sent for (``StoredResponse.row``); omitted when None.
 
     Raises:
         TypeError: the response holds a value with no JSON form (a decoded reply never does).
@@ -82,6 +89,8 @@ def encode_entry(key: str, response: Any, model: str | None, recorded_at: float)
 
     """
     head = f'{{"key":"{key}","v":{KEY_VERSION},"model":{json.dumps(model)},"recorded_at":{recorded_at:.3f},'
+    if row is not None:
+        head += f'"row":{json.dumps(row)},'
     if isinstance(response, bytes) and _one_line_utf8(response):  # a reply body as received: no second encoding
         return b"".join((head.encode(), b'"response":', response.strip(), b"}\n"))
     if isinstance(response, bytes):
@@ -121,6 +130,23 @@ def line_key(line: bytes) -> str | None:
     return entry.key if entry is not None else None
 
 
+_ROW = b',"row":"'
+
+
+def line_row(line: bytes) -> str | None:
+    """Return the ``row`` a journal line names, read without parsing the line; None when it names none.
+
+    A wrong answer is harmless (the reader checks the decoded entry): a model name that
+    holds the marker itself could only make a look-up miss.
+    """
+    start = line.find(_ROW, _KEY_END, _KEY_END + 400)
+    if start < 0:
+        return None
+    start += len(_ROW)
+    end = line.find(b'"', start, start + 64)
+    return line[start:end].decode("ascii", "replace") if end > 0 else None
+
+
 def decode_entry(line: bytes | str) -> StoredResponse | None:
     """Return the entry a line holds, or None when it is torn, malformed or of another key version."""
     return _parse(line.encode("utf-8") if isinstance(line, str) else line)
@@ -133,10 +159,11 @@ def _parse(line: bytes) -> StoredResponse | None:
         return None
     if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
         return None
-    key, model, recorded_at = data.get("key"), data.get("model"), data.get("recorded_at")
+    key, model, recorded_at, row = data.get("key"), data.get("model"), data.get("recorded_at"), data.get("row")
     if not isinstance(key, str) or len(key) != 64 or not isinstance(recorded_at, (int, float)):
         return None
-    return StoredResponse(key, data["response"], model if isinstance(model, str) else None, float(recorded_at))
+    model = model if isinstance(model, str) else None
+    return StoredResponse(key, data["response"], model, float(recorded_at), row if isinstance(row, str) else None)
 
 
 def choose(lines: Iterable[bytes | str]) -> StoredResponse | None:

@@ -17,6 +17,10 @@ recorded survives the death of the machine too.
 
 Only successes are recorded: the caller records after the handler parsed the reply into
 a sample, so errors and empty answers never reach a journal.
+
+The writer also keeps the process's send-time look-up up to date (``index``, a
+``journal_index.JournalIndex``: each entry's shard and offset as it is written) and its
+calls in flight (``in_flight``): ``answered`` is what a sending stage asks before it sends.
 """
 
 from __future__ import annotations
@@ -29,20 +33,22 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, NamedTuple
 
-from beameval.cache.entry import encode_entry
+from beameval.cache.entry import StoredResponse, encode_entry
 from beameval.cache.files import Files, LocalFiles, is_remote
+from beameval.cache.in_flight import InFlight
+from beameval.cache.journal_index import JournalIndex
 from beameval.core.durable import disk_full, fsync_directory
 
-__all__ = ["JOURNAL_DIR", "JournalWriter"]
+__all__ = ["JOURNAL_DIR", "JournalWriter", "RowRecorder"]
 
 log = logging.getLogger(__name__)
 
 #: The journal's folder inside the output directory.
 JOURNAL_DIR = "_responses"
 
-_Pending = tuple[str, Any, "str | None", float]
+_Pending = tuple[str, Any, "str | None", float, "str | None"]
 
 
 class JournalWriter:
@@ -88,6 +94,10 @@ class JournalWriter:
         self._handle: IO[bytes] | None = None
         self._opened_at = 0.0
         self._lines = 0
+        self._bytes = 0  # written to the open shard: the next entry's offset
+        self._queued: set[str] = set()  # keys recorded and not written yet
+        self.index = JournalIndex(directory, self._files, before_read=self._readable)
+        self.in_flight = InFlight()
         self.recorded = 0
         self.shards: list[str] = []  # every shard this writer created, in order
         self._closed = False
@@ -129,7 +139,7 @@ class JournalWriter:
         for writer in writers:
             writer.close()
 
-    def record(self, key: str, response: Any, model: str | None) -> None:
+    def record(self, key: str, response: Any, model: str | None, row: str | None = None) -> None:
         """Queue one successful response; thread-safe and cheap (the background thread writes it).
 
         Args:
@@ -137,10 +147,22 @@ class JournalWriter:
             response: the decoded JSON reply, or its body as received (``encode_entry``
                 checks that such bytes fit on one line).
             model: the model name the request asked for.
+            row: the row it was sent for (``journal_index.row_token``).
 
         """
         if not self._closed:
-            self._pending.append((key, response, model, self._clock()))
+            self._queued.add(key)
+            self._pending.append((key, response, model, self._clock(), row))
+
+    def answered(self, key: str, row: str) -> StoredResponse | None:
+        """The run's recorded answer to ``key`` sent for ``row`` (this process's, or any shard's indexed so far)."""
+        if key in self._queued:  # answered a moment ago, not written yet
+            self.flush()
+        return self.index.find(key, row)
+
+    def for_row(self, row: str) -> RowRecorder:
+        """A recorder that records its entries as answers to ``row`` (for ``RecordingHandler``)."""
+        return RowRecorder(self, row)
 
     def flush(self) -> None:
         """Write every queued entry and flush the shard to the operating system; rotate when due."""
@@ -198,22 +220,40 @@ class JournalWriter:
         if self._handle is None:
             self._sequence += 1
             path = self._files.join(self.directory, f"{self._prefix}-{self._sequence:05d}.jsonl")
+            self.index.ignore([path])  # indexed entry by entry below, never from the directory
             self._handle = self._files.create(path)
             self.shards.append(path)
             if not self._remote:
                 fsync_directory(self.directory)  # the new shard's name survives a crash of the machine
             self._opened_at = self._clock()
             self._lines = 0
+            self._bytes = 0
         chunks = []
+        path = self.shards[-1]
         while pending:
-            key, response, model, recorded_at = pending.popleft()
+            key, response, model, recorded_at, row = pending.popleft()
+            self._queued.discard(key)
             try:
-                chunks.append(encode_entry(key, response, model, recorded_at))
+                chunk = encode_entry(key, response, model, recorded_at, row)
             except (TypeError, ValueError):  # a reply JSON decoded from bytes always encodes; be safe
                 continue
+            chunks.append(chunk)
+            if row is not None:
+                self.index.add(key, row, path, self._bytes)
+            self._bytes += len(chunk)
         self._handle.write(b"".join(chunks))
         self._lines += len(chunks)
         self.recorded += len(chunks)
+
+    def _readable(self, path: str) -> None:
+        """Before ``index`` reads a line of ``path``: make the open shard's lines readable (a retry needs them)."""
+        with self._lock:
+            if self._handle is None or path != self.shards[-1]:
+                return
+            if self._remote:
+                self._close_shard()
+            else:
+                self._handle.flush()
 
     def _close_shard(self) -> None:
         if self._handle is not None:
@@ -222,6 +262,17 @@ class JournalWriter:
                 if not self._remote:  # a closed shard is complete: durable before it is called so
                     handle.flush()
                     os.fsync(handle.fileno())
+
+
+class RowRecorder(NamedTuple):
+    """Records into ``writer`` as answers to ``row``: a ``recording.Recorder`` for one row's request."""
+
+    writer: JournalWriter
+    row: str
+
+    def record(self, key: str, response: Any, model: str | None) -> None:
+        """Record one success of this row's request."""
+        self.writer.record(key, response, model, self.row)
 
 
 atexit.register(JournalWriter.close_all)

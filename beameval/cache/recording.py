@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from beameval.cache.entry import StoredResponse
+from beameval.cache.journal import JournalWriter
 from beameval.core.redaction import Redactor
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 
-__all__ = ["Recorder", "RecordingHandler", "sample_from_stored"]
+__all__ = ["Recorder", "RecordingHandler", "journal_answer", "sample_from_stored"]
 
 
 class Recorder(Protocol):
@@ -80,3 +81,19 @@ def sample_from_stored(handler: TargetHandler, stored: StoredResponse | None) ->
         return handler.parse(200, stored.response)
     except Exception:  # noqa: BLE001 - any parse failure means "not usable": send the request instead
         return None
+
+
+def journal_answer(journal: JournalWriter, handler: TargetHandler, key: str, row: str) -> dict[str, Any] | None:
+    """The answer the run recorded to ``key`` sent for ``row``, parsed as if it had just arrived; None: send it.
+
+    Only the row's own earlier call counts (a bundle Beam ran again): another row asking
+    the same is sent, as in a run no runner retried.
+
+    Args:
+        journal: the run's journal writer in this process (its index covers every shard).
+        handler: parses the stored reply.
+        key: the request's response key.
+        row: the asking row (``journal_index.row_token``).
+
+    """
+    return sample_from_stored(handler, journal.answered(key, row))
