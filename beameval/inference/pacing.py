@@ -106,7 +106,8 @@ class Charge:
     """What one attempt was charged before it went (to correct once its reply is read).
 
     ``seq`` numbers the attempts in the order the pacer let them go (a learnt rate is cut
-    once per round trip: only by replies to attempts sent after the last cut).
+    once per round trip: only by replies to attempts sent after the last cut); ``sent_at``
+    is when it went.
     """
 
     tokens: int
@@ -114,6 +115,7 @@ class Charge:
     completion: int
     usd: float
     seq: int = 0
+    sent_at: float = 0.0
 
 
 class Pacer:
@@ -226,6 +228,7 @@ class Pacer:
             raise
         charge.seq = self._seq
         self._seq += 1
+        charge.sent_at = self._clock()
         return charge
 
     def settle(
@@ -242,7 +245,7 @@ class Pacer:
         learnt = self._learnt
         if learnt is not None:
             if status == 429:
-                learnt.refused(charge.seq, self._seq, now)
+                learnt.refused(charge.seq, charge.sent_at, self._seq, now)
             elif ok:
                 learnt.answered(now)
         prompt = _count(usage, "prompt_tokens") if ok else 0
