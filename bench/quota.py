@@ -203,6 +203,7 @@ def measure(
         "wall_s": round(wall, 1),
         "utilisation": round(used, 3),
         "worst_5s": round(worst / limit_5s, 3),
+        "timeline": [[second["requests"], second["limited"]] for second in timeline],  # admitted, 429 per second
     }
 
 

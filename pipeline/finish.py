@@ -97,7 +97,9 @@ def finish_run(
     cost = costs(config, results["usage"])
     if cost is not None:
         results["usage"]["cost_usd"] = cost
-    results.update(budget_fields(config, results["counts"], results["usage"], spent, job.total))
+    results.update(
+        budget_fields(config, results["counts"], results["usage"], spent, job.total, run_info.get("counters"))
+    )
     over = error_rate_exceeded(results, config.params.max_error_rate)
     results["status"] = "completed" if over is None else "failed"
     if over is None and results.get("stopped"):

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from apache_beam.io.filesystems import FileSystems
 
 from beameval.config.access import EndpointAccess
+from beameval.config.quota import RateLimit
 from beameval.config.schema import EvalConfig
 from beameval.core.console import printable
 from beameval.core.errors import (
@@ -44,7 +45,7 @@ from beameval.core.templates import Template
 from beameval.inference.classify import Failure
 from beameval.inference.first_request import rejected_credentials, target_where
 from beameval.inference.probe import probe
-from beameval.inference.quota import check_shared_limits
+from beameval.inference.quota import endpoints_of, redis_password
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
@@ -93,7 +94,7 @@ def preflight(config: EvalConfig, paths: list[str]) -> FirstRow | None:
             print(printable(f"warning: preflight: the first row fails: {exc}"), file=sys.stderr)
             first = None  # its request would fail: nothing to learn from sending it
     _check_endpoints(config, scorer)
-    check_shared_limits(config)  # every rate_limit.shared Redis answers
+    _check_shared_limits(config)  # every rate_limit.shared Redis answers and runs the rate scripts
     return None if first is None else FirstRow(first_index, first)
 
 
@@ -203,3 +204,72 @@ def _cause(failure: Failure) -> str:
     if "refused" in message:
         return "the connection was refused (nothing is listening there)"
     return message
+
+
+def _check_shared_limits(config: EvalConfig) -> None:
+    """Every ``rate_limit.shared`` Redis answers and lets its user run the rate scripts, as each worker will.
+
+    A worker that cannot run them sends nothing to the endpoint (it never falls back to a
+    share of its own), so a refusal found here saves a run that would only wait and stop.
+
+    Raises:
+        ConfigError: naming the endpoint, the Redis address, the cause and the fix.
+    """
+    shared: dict[tuple[str, str | None], tuple[str, RateLimit]] = {}
+    for path, access in endpoints_of(config):
+        limit = access.rate_limit
+        if limit is not None and limit.shared is not None:
+            shared.setdefault((limit.shared, limit.shared_password_env), (path, limit))
+    if not shared:
+        return
+    from redis import RedisError  # only runs that share a limit load Redis (about 0.4 s of start-up)
+
+    from beameval.inference.shared_rate import check_shared
+
+    for (url, password_env), (path, limit) in shared.items():
+        if password_env and not os.environ.get(password_env):
+            raise ConfigError(
+                f"preflight: {path}.rate_limit.shared_password_env names the environment variable "
+                f"{password_env!r}, but it is not set; export it before running."
+            )
+        try:
+            check_shared(url, redis_password(limit))
+        except (RedisError, OSError) as exc:
+            raise _shared_refused(f"{path}.rate_limit.shared", url, password_env, exc) from None
+
+
+def _shared_refused(where: str, url: str, password_env: str | None, exc: BaseException) -> ConfigError:
+    """The preflight's message for a shared-limit Redis that failed its check: unreachable, or refusing."""
+    from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+    from beameval.inference.shared_rate import ACL_RULES
+
+    cause = f"{type(exc).__name__}: {exc}"
+    user = urlsplit(url).username or "default"
+    if isinstance(exc, NoPermissionError) or "can't run this command" in str(exc):  # the script's own calls
+        return ConfigError(
+            f"preflight: the Redis server that {where} names ({url}) refused the rate-limit script to user "
+            f"{user!r} ({cause}). Every worker runs it before each request, so the run did not start.",
+            hint=f"Allow that user the scripts, what they call and their keys: ACL SETUSER {user} {ACL_RULES}, "
+            "or name another user in the URL (redis://USER@HOST:PORT/DB).",
+        )
+    if isinstance(exc, AuthenticationError):
+        source = f"the variable {password_env}" if password_env else "none: rate_limit.shared_password_env is unset"
+        return ConfigError(
+            f"preflight: the Redis server that {where} names ({url}) refused the credentials of user {user!r} "
+            f"(password from {source}): {cause}.",
+            hint="Fix the password in the variable named by rate_limit.shared_password_env, or the user name in "
+            "the URL (redis://USER@HOST:PORT/DB).",
+        )
+    if isinstance(exc, ResponseError):
+        return ConfigError(
+            f"preflight: the Redis server that {where} names ({url}) answered the rate-limit script with an error "
+            f"({cause}); the workers could not draw their rate from it, so the run did not start.",
+            hint="Point rate_limit.shared at a Redis 6 or later (or a Redis Cluster) that runs Lua scripts.",
+        )
+    return ConfigError(
+        f"preflight: cannot reach the Redis server that {where} names ({url}): {cause}. Every worker draws its "
+        "request and token rate from it, so the run did not start.",
+        hint="Start Redis there (redis-server --port PORT), fix the URL, or remove rate_limit.shared "
+        "to split the rate evenly between the workers instead.",
+    )

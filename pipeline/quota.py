@@ -45,7 +45,7 @@ from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
 __all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "worker_processes"]
 
-#: The exit code of a run that stopped at its budget.
+#: The exit code of a run that stopped at its budget (or lost its shared rate limit's Redis).
 EXIT_BUDGET = 5
 _VCPUS = re.compile(r"-(\d+)$")
 
@@ -155,15 +155,18 @@ def budget_fields(
     usage: dict[str, Any],
     spent: tuple[float, float],
     job_total: tuple[float, float] | None = None,
+    counters: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """What results.json says about completion and the budget: ``complete``, ``stopped`` and ``usage.budget``.
 
     ``usage.budget`` is the job's: ``job_total`` (its ledger, every invocation, target and
     endpoint) when known, else ``spent`` (earlier invocations) and this one's ``usage``.
+    ``stopped`` is ``quota_store`` when the run's Beam ``counters`` say rows were skipped because a
+    shared rate limit's Redis was lost (``rows_skipped_quota_store``), else ``budget``.
     """
     fields: dict[str, Any] = {"complete": not counts.get("skipped")}
     if counts.get("skipped"):
-        fields["stopped"] = "budget"
+        fields["stopped"] = "quota_store" if (counters or {}).get("rows_skipped_quota_store") else "budget"
     budget = config.params.budget
     if budget is not None:
         calls = usage.get("metric_calls") or {}

@@ -201,10 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     print(printable(format_summary_table(results) + format_failures(results["failures"], results["counts"]["rows"])))
     if results["status"] == "stopped":
         counts = results["counts"]
+        why, then = (
+            ("lost its shared rate limit's Redis (rate_limit.shared_timeout passed)", "once the Redis answers again")
+            if results.get("stopped") == "quota_store"
+            else ("reached its budget (params.budget)", "and a larger params.budget")
+        )
         print(
-            f"stopped: the run reached its budget (params.budget): {counts['skipped']} of {counts['rows']} rows were "
-            "not sent and are written as skipped; results.json says complete: false. Rerun the same command with "
-            "--resume and a larger params.budget to send only those.",
+            f"stopped: the run {why}: {counts['skipped']} of {counts['rows']} rows were not sent and are written as "
+            f"skipped; results.json says complete: false. Rerun the same command with --resume {then} to send only "
+            "those.",
             file=sys.stderr,
         )
         return EXIT_BUDGET

@@ -43,6 +43,7 @@ from beameval.core.redaction import Redactor
 from beameval.inference.answers import answered_row
 from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.first_request import HandedReply
+from beameval.inference.not_sent import STOPPING
 from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
@@ -312,7 +313,8 @@ class GenerateSamples(beam.DoFn):
         )
         if timed:
             self._latency.update(int(outcome.latency_s * 1000))
-        if outcome.error is not None and outcome.error.failure_class == "budget":  # never sent: skipped
+        if outcome.error is not None and outcome.error.failure_class in STOPPING:  # never sent: skipped
+            Metrics.counter(NAMESPACE, f"rows_skipped_{outcome.error.failure_class}").inc()  # why the run stopped
             skipped = RowFailure("sample_generation", [str(outcome.error)], skipped=True)
             return GeneratedRow(
                 row.row_index, row.item, {}, row.raw, skipped, info, sample_index=row.sample_index, notes=row.notes

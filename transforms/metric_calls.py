@@ -37,6 +37,7 @@ from beameval.core.redaction import Redactor
 from beameval.core.scoring import metric_keys
 from beameval.inference.answers import endpoint_reply
 from beameval.inference.engine import InferenceEngine
+from beameval.inference.not_sent import STOPPING
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.quota import EndpointQuota
@@ -276,8 +277,9 @@ class CallMetricEndpoints(beam.DoFn):
 
     @staticmethod
     def _finished(calls: _RowCalls) -> GeneratedRow:
-        budget = [reply.error for reply in calls.replies.values() if reply.failure_class == "budget"]
-        if budget:  # a metric call was not sent for the run's budget: the row is skipped, not scored
-            failure = RowFailure("scoring", [str(budget[0])], skipped=True)
+        stopped = [reply for reply in calls.replies.values() if reply.failure_class in STOPPING]
+        if stopped:  # a metric call was not sent, the run is stopping: the row is skipped, not scored
+            Metrics.counter(NAMESPACE, f"rows_skipped_{stopped[0].failure_class}").inc()  # why the run stopped
+            failure = RowFailure("scoring", [str(stopped[0].error)], skipped=True)
             return dataclasses.replace(calls.row, metric_responses=None, failure=failure)
         return dataclasses.replace(calls.row, metric_responses=calls.replies)

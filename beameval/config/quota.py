@@ -27,12 +27,16 @@ class RateLimit(Frozen):
     Attributes:
         requests_per_minute: R, for every worker process of the job together.
         tokens_per_minute: T (prompt + completion tokens), for the whole job.
-        shared: ``redis://HOST:PORT/DB`` (or ``rediss://``): every worker draws from one
-            budget kept there; without it each of W workers keeps R/W and T/W.
+        shared: ``redis://[USER@]HOST:PORT/DB`` (or ``rediss://``): every worker draws from
+            one budget kept there; without it each of W workers keeps R/W and T/W. A user
+            name (a Redis ACL user) may be in the URL, a password never.
         shared_key: the name of the budget in Redis. Unset, it is per endpoint and per
             run, so two jobs never share one; two jobs that set the same name share it.
         shared_password_env: the environment variable holding the Redis password (AUTH),
             never the password itself (a password in the URL is refused).
+        shared_timeout: seconds a worker may go without reaching that Redis before the
+            run stops (``stopped: "quota_store"``); meanwhile the worker sends nothing new
+            to the endpoint, so the job never passes its rate while Redis is away.
 
     """
 
@@ -41,6 +45,7 @@ class RateLimit(Frozen):
     shared: str | None = None
     shared_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
     shared_password_env: str | None = None
+    shared_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 120.0
 
     _password_env = field_validator("shared_password_env")(env_var_name)
 
@@ -50,13 +55,15 @@ class RateLimit(Frozen):
         if url is None:
             return None
         parts = urlsplit(url)
-        if parts.password is not None or parts.username:
+        if parts.password is not None:  # checked first: never echo a password
             raise ValueError(
-                "must not carry credentials (user:password@host); name the environment variable holding the "
-                "Redis password in rate_limit.shared_password_env"
+                "must not carry a password (user:password@host); name the environment variable holding the "
+                "Redis password in rate_limit.shared_password_env (a user name alone, redis://USER@HOST, is fine)"
             )
+        if parts.username == "":
+            raise ValueError("has an empty user name before '@': write redis://USER@HOST:PORT/DB or drop the '@'")
         if parts.scheme not in _SHARED_SCHEMES or not parts.hostname:
-            raise ValueError(f"must be a redis://HOST:PORT/DB (or rediss://) URL, got {url!r}")
+            raise ValueError(f"must be a redis://[USER@]HOST:PORT/DB (or rediss://) URL, got {url!r}")
         try:
             parts.port  # noqa: B018 - raises on a bad port
         except ValueError:
@@ -70,6 +77,8 @@ class RateLimit(Frozen):
     def _something_to_share(self) -> RateLimit:
         if self.shared is not None and self.requests_per_minute is None and self.tokens_per_minute is None:
             raise ValueError("shared needs requests_per_minute or tokens_per_minute: there is no budget to share")
+        if self.shared is None and "shared_timeout" in self.model_fields_set:
+            raise ValueError("shared_timeout applies only with shared (the Redis whose absence it times)")
         return self
 
 

@@ -91,7 +91,7 @@ class InferenceEngine:
         )
         self._client_headers = handler.headers
         self.limiter = AdaptiveLimiter(parallelism)
-        self.pacer = Pacer(quota or EndpointQuota(), self.endpoint_key)
+        self.pacer = Pacer(quota or EndpointQuota(), self.endpoint_key, max_wait_s=self.request_timeout)
         self._rng = rng or random.Random()
         self._policies: dict[tuple[int, bool], RetryPolicy] = {}
         self._counters = EngineCounters()

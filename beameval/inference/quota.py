@@ -1,8 +1,7 @@
 """What one endpoint's pacer needs to know: its rate limit and pricing, the run's budget and the worker count.
 
 Built by the Beam stages from the config (``EndpointQuota.of``) and handed to
-``InferenceEngine.shared``; hashable, so engines are shared per endpoint and quota. Also
-the preflight's check that every ``rate_limit.shared`` Redis answers.
+``InferenceEngine.shared``; hashable, so engines are shared per endpoint and quota.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ from pydantic import BaseModel
 from beameval.config.access import EndpointAccess
 from beameval.config.params import Params
 from beameval.config.quota import Budget, Pricing, RateLimit
-from beameval.core.errors import ConfigError
 
-__all__ = ["EndpointQuota", "check_shared_limits", "endpoints_of", "redis_password"]
+__all__ = ["EndpointQuota", "endpoints_of", "redis_password"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,38 +85,3 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, EndpointAccess]]:
 def redis_password(rate_limit: RateLimit) -> str | None:
     """The Redis password from the variable named in ``shared_password_env``, if any."""
     return os.environ.get(rate_limit.shared_password_env) if rate_limit.shared_password_env else None
-
-
-def check_shared_limits(config: BaseModel) -> None:
-    """Fail fast when a ``rate_limit.shared`` Redis cannot be reached (the preflight's check).
-
-    Raises:
-        ConfigError: naming the endpoint, the Redis address and the cause.
-    """
-    shared: dict[str, tuple[str, RateLimit]] = {}
-    for path, access in endpoints_of(config):
-        limit = access.rate_limit
-        if limit is not None and limit.shared is not None:
-            shared.setdefault(limit.shared, (path, limit))
-    if not shared:
-        return
-    from redis import RedisError  # only runs that share a limit load Redis (about 0.4 s of start-up)
-
-    from beameval.inference.shared_rate import check_reachable
-
-    for url, (path, limit) in shared.items():
-        if limit.shared_password_env and not os.environ.get(limit.shared_password_env):
-            raise ConfigError(
-                f"preflight: {path}.rate_limit.shared_password_env names the environment variable "
-                f"{limit.shared_password_env!r}, but it is not set; export it before running."
-            )
-        try:
-            check_reachable(url, redis_password(limit))
-        except (RedisError, OSError) as exc:
-            raise ConfigError(
-                f"preflight: cannot reach the Redis server that {path}.rate_limit.shared names "
-                f"({url}): {type(exc).__name__}: {exc}. Every worker draws its request and token rate "
-                "from it, so the run did not start.",
-                hint="Start Redis there (redis-server --port PORT), fix the URL, or remove rate_limit.shared "
-                "to split the rate evenly between the workers instead.",
-            ) from None

@@ -4,6 +4,11 @@ OpenAI, Azure OpenAI and most gateways in front of NIM send, for requests and fo
 ``x-ratelimit-limit-*`` (the per-minute limit), ``x-ratelimit-remaining-*`` (what is left
 now) and ``x-ratelimit-reset-*`` (how long until it is all back), the last as a Go-style
 duration: ``1s``, ``6m0s``, ``250ms``, ``20ms``, ``1h2m3.5s`` (a bare number is seconds).
+
+A value is believed only when it is a finite number, the limit positive and at least one
+request or 100 tokens a minute (``MIN_PER_MINUTE``), the remaining count not negative:
+``x-ratelimit-limit-requests: 0.001`` would otherwise hold every request for a day. What
+is not believed comes back as ``Unusable`` (the pacer warns once and ignores it).
 """
 
 from __future__ import annotations
@@ -13,10 +18,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Advertised", "advertised", "parse_duration"]
+__all__ = ["MIN_PER_MINUTE", "Advertised", "Unusable", "advertised", "parse_duration"]
 
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+#: The smallest per-minute limit believed, per kind: below it a header is taken for a mistake.
+MIN_PER_MINUTE = {"requests": 1.0, "tokens": 100.0}
+#: Characters of a header value quoted in a warning (a hostile value may be long).
+_QUOTED = 40
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -50,22 +59,46 @@ class Advertised:
     reset_s: float | None
 
 
-def advertised(headers: Mapping[str, str], kind: str) -> Advertised | None:
-    """The ``kind`` (``requests`` or ``tokens``) limit the reply advertises; None when it sends none usable.
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """An advertised value the pacer does not believe: which header, what it said, and why not."""
 
-    ``headers`` must be case-insensitive (aiohttp's are); a limit without a readable
-    ``remaining`` is ignored, as is a non-positive limit.
+    header: str
+    value: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.header}: {self.value[:_QUOTED]!r} ({self.reason})"
+
+
+def advertised(headers: Mapping[str, str], kind: str) -> Advertised | Unusable | None:
+    """The ``kind`` (``requests`` or ``tokens``) limit the reply advertises.
+
+    ``headers`` must be case-insensitive (aiohttp's are). None when it sends no limit, or
+    a limit without ``remaining`` (nothing to pace by); ``Unusable`` when a value it sends
+    is not believable (see the module docstring).
     """
-    limit = _number(headers.get(f"x-ratelimit-limit-{kind}"))
-    remaining = _number(headers.get(f"x-ratelimit-remaining-{kind}"))
-    if limit is None or remaining is None or limit <= 0:
-        return None
-    return Advertised(limit, max(0.0, remaining), parse_duration(headers.get(f"x-ratelimit-reset-{kind}")))
-
-
-def _number(text: str | None) -> float | None:
+    name = f"x-ratelimit-limit-{kind}"
+    text = headers.get(name)
     if text is None:
         return None
+    limit = _number(text)
+    if limit is None or limit <= 0:
+        return Unusable(name, text, "not a positive finite number")
+    least = MIN_PER_MINUTE[kind]
+    if limit < least:
+        return Unusable(name, text, f"less than {least:g} {kind} a minute")
+    remaining_name = f"x-ratelimit-remaining-{kind}"
+    remaining_text = headers.get(remaining_name)
+    if remaining_text is None:
+        return None
+    remaining = _number(remaining_text)
+    if remaining is None or remaining < 0:
+        return Unusable(remaining_name, remaining_text, "not a finite number of zero or more")
+    return Advertised(limit, remaining, parse_duration(headers.get(f"x-ratelimit-reset-{kind}")))
+
+
+def _number(text: str) -> float | None:
     try:
         value = float(text.strip())
     except ValueError:

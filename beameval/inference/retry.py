@@ -15,6 +15,7 @@ from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource, retry_wai
 from beameval.inference.budget import BudgetExhausted
 from beameval.inference.classify import Failure, classify, safe_url
 from beameval.inference.limiter import AdaptiveLimiter
+from beameval.inference.not_sent import NotSent
 from beameval.inference.outcome import Outcome
 from beameval.inference.pacing import Charge, Pacer
 from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
@@ -90,8 +91,9 @@ async def call_with_retries(
         client_headers: the headers the client already sends by default; when
             ``prepared.headers`` equals them, none are passed per request.
         pacer: the endpoint's rate and budget gate: each attempt waits for it before
-            taking a slot and is corrected by its reply; a refused budget ends the
-            request unsent (``failure_class`` ``"budget"``).
+            taking a slot and is corrected by its reply; a refusal ends the request
+            unsent: ``failure_class`` ``"budget"`` (the run's budget), ``"quota_store"``
+            (the shared rate limit's Redis was lost) or ``"fatal"`` (a wait too long).
 
     Returns:
         The outcome; ``attempts`` counts HTTP attempts.
@@ -123,8 +125,9 @@ async def call_with_retries(
         if pacer is not None:
             try:
                 charge = await pacer.admit(prepared.body, len(content))
-            except BudgetExhausted as exc:
-                error = EndpointError(str(exc), failure_class="budget", attempts=attempt - 1)
+            except (BudgetExhausted, NotSent) as exc:
+                kind, hint = ("budget", None) if isinstance(exc, BudgetExhausted) else (exc.failure_class, exc.hint)
+                error = EndpointError(str(exc), failure_class=kind, attempts=attempt - 1, hint=hint)
                 latency = 0.0 if started is None else clock() - started
                 return Outcome(None, error, None, attempt - 1, latency, digest, None, None, tuple(classes))
         async with limiter.slot():

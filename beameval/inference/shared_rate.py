@@ -9,21 +9,38 @@ now``, and moves the TAT to ``max(TAT, now) + c·i``. That is a token bucket of
 itself. The check and the update of the request and token keys run in one Lua script,
 so Redis applies them atomically for every worker, on Redis's own clock (``TIME``), so
 the workers' clocks never matter. The keys share a hash tag (``{name}``), so the script
-also runs on a Redis Cluster. The client is redis-py's asyncio client.
+also runs on a Redis Cluster. The client is redis-py's asyncio client; a script goes as
+EVALSHA, and as SCRIPT LOAD + EVALSHA the first time a Redis has not seen it, and calls
+TIME, GET and SET, so a Redis ACL user needs ``ACL_RULES`` (``check_shared``, the
+preflight, runs both scripts exactly so).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
+import time
+from collections.abc import Callable
 
 import redis
 import redis.asyncio
 
-__all__ = ["SharedRate", "check_reachable", "shared_name"]
+from beameval.inference.not_sent import QuotaStoreLost
+
+__all__ = ["ACL_RULES", "KEY_PREFIX", "SharedGate", "SharedRate", "check_shared", "shared_name"]
+
+log = logging.getLogger(__name__)
 
 #: Seconds a Redis call may take before it counts as unreachable.
 REDIS_TIMEOUT_S = 2.0
+#: Every key the scripts touch starts with this (what a Redis ACL must allow).
+KEY_PREFIX = "beameval:rate:"
+#: What a Redis ACL user needs to run the scripts (``ACL SETUSER NAME on >PASSWORD`` + these).
+ACL_RULES = f"+evalsha +script|load +time +get +set ~{KEY_PREFIX}*"
+#: The first and the longest pause between two tries of an unreachable Redis.
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 5.0
 
 _ACQUIRE = """
 local t = redis.call('TIME')
@@ -96,11 +113,11 @@ class SharedRate:
         self._token_index: int | None = None
         tolerance = burst_s * 1e6
         if requests_per_s is not None:
-            self._keys.append(f"beameval:rate:{{{name}}}:requests")
+            self._keys.append(f"{KEY_PREFIX}{{{name}}}:requests")
             self._limits.append((1e6 / requests_per_s, tolerance))
         if tokens_per_s is not None:
             self._token_index = len(self._keys)
-            self._keys.append(f"beameval:rate:{{{name}}}:tokens")
+            self._keys.append(f"{KEY_PREFIX}{{{name}}}:tokens")
             self._limits.append((1e6 / tokens_per_s, tolerance))
         self._client: redis.asyncio.Redis | None = None
         self._acquire: object = None
@@ -148,16 +165,111 @@ class SharedRate:
             await client.aclose()
 
 
-def check_reachable(url: str, password: str | None) -> None:
-    """PING ``url`` once, synchronously (the preflight).
+class SharedGate:
+    """``SharedRate`` as one worker uses it: closed while Redis is away, lost after ``timeout`` seconds of it.
+
+    A failed call (refused, timed out, or an error reply) opens an outage at the moment
+    the call started; ``wait`` then asks the caller to pause (``RETRY_FIRST_S``, doubling
+    to ``RETRY_MAX_S``) and try again, sending nothing meanwhile. A call that succeeds
+    ends the outage. Once an outage has lasted ``timeout`` seconds, every later ``wait``
+    raises ``QuotaStoreLost``: the endpoint is done for this worker (the run stops).
+
+    Args:
+        rate: the shared budget.
+        url: the Redis URL (for messages; it never holds a password).
+        timeout: ``rate_limit.shared_timeout``.
+        endpoint: names the endpoint in messages.
+        clock: a monotonic clock in seconds.
+
+    """
+
+    def __init__(
+        self,
+        rate: SharedRate,
+        url: str,
+        timeout: float,
+        endpoint: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self._url = url
+        self._timeout = timeout
+        self._endpoint = endpoint
+        self._clock = clock
+        self._down_since: float | None = None
+        self._tries = 0
+        self.lost: str | None = None
+        self.outages = 0
+
+    async def wait(self, tokens: float) -> tuple[float, bool]:
+        """Take one request and ``tokens`` now (0, False), or the seconds to wait and whether Redis is away.
+
+        Raises:
+            QuotaStoreLost: Redis has been away for ``timeout`` seconds (now or before).
+        """
+        if self.lost is not None:
+            raise QuotaStoreLost(self.lost, _LOST_HINT)
+        started = self._clock()
+        try:
+            wait = await self.rate.wait(tokens)
+        except Exception as exc:  # noqa: BLE001 - redis raises RedisError, OSError, timeouts
+            return self._away(exc, started), True
+        if self._down_since is not None:
+            log.warning(
+                "the shared rate limit's Redis (%s) answers again after %.1f s; sending to %s again",
+                self._url,
+                self._clock() - self._down_since,
+                self._endpoint,
+            )
+            self._down_since = None
+        return wait, False
+
+    def _away(self, exc: BaseException, started: float) -> float:
+        cause = f"{type(exc).__name__}: {exc}"
+        if self._down_since is None:
+            self._down_since, self._tries = started, 0
+            self.outages += 1
+            log.warning(
+                "the shared rate limit's Redis (%s) does not answer (%s); this worker sends nothing new to %s "
+                "until it does, and stops after %g s (rate_limit.shared_timeout)",
+                self._url,
+                cause,
+                self._endpoint,
+                self._timeout,
+            )
+        self._tries += 1
+        away = self._clock() - self._down_since
+        if away >= self._timeout:
+            self.lost = (
+                f"not sent: the shared rate limit's Redis ({self._url}) did not answer for {away:.0f} s "
+                f"(rate_limit.shared_timeout is {self._timeout:g} s; last: {cause}), so nothing more is sent "
+                f"to {self._endpoint}: without it this worker cannot know the job's rate"
+            )
+            raise QuotaStoreLost(self.lost, _LOST_HINT)
+        pause = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(self._tries - 1, 16))
+        return min(pause, self._timeout - away)
+
+
+_LOST_HINT = "Bring the Redis back (or fix the network to it), then rerun the same command with --resume."
+
+
+def check_shared(url: str, password: str | None) -> None:
+    """Run both scripts once on a key of their own, synchronously, as a worker will (the preflight).
+
+    The acquire charges nothing and the adjust adds nothing, so no run's budget moves; what
+    is checked is what a worker needs: the server answers, takes the credentials, lets the
+    user run EVALSHA (and SCRIPT LOAD when the script is new to it) on ``beameval:rate:*``.
 
     Raises:
-        redis.RedisError, OSError: it cannot be reached, or refused AUTH.
+        redis.RedisError, OSError: it cannot be reached, refused AUTH, or refused a script.
     """
     client = redis.Redis.from_url(
         url, password=password, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
     )
+    key = f"{KEY_PREFIX}{{preflight}}:requests"
     try:
-        client.ping()
+        client.register_script(_ACQUIRE)(keys=[key], args=[1e6, 1e6, 0])
+        client.register_script(_ADJUST)(keys=[key], args=[1e6, 0])
     finally:
         client.close()

@@ -51,6 +51,15 @@ class TokenBucket:
         self._refill(now)
         self.level = min(self.capacity, self.level - extra)
 
+    def retune(self, rate: float, capacity: float, now: float) -> None:
+        """Refill at ``rate`` from now on, holding at most ``capacity`` (a learnt rate that moved)."""
+        if rate <= 0:
+            raise ValueError(f"rate must be positive, got {rate}")
+        self._refill(now)
+        self.rate = rate
+        self.capacity = max(capacity, 1e-9)
+        self.level = min(self.level, self.capacity)
+
     def lower_to(self, level: float, now: float) -> None:
         """Never hold more than ``level`` (what the provider says is left)."""
         self._refill(now)

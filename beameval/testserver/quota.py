@@ -11,7 +11,9 @@ decimal) and OpenAI's error body (``type`` ``requests`` or ``tokens``, ``code``
 ``rate_limit_exceeded``). With ``headers: true`` every inference reply, 429s included,
 carries ``x-ratelimit-limit-*``, ``x-ratelimit-remaining-*`` (what the bucket holds now)
 and ``x-ratelimit-reset-*`` (until it is full, as ``1s``, ``250ms``, ``6m0s``) for
-``requests`` and ``tokens``. The timeline (``/_stats`` ``quota``) counts what was
+``requests`` and ``tokens``; ``header_values`` are sent as given over them (a provider
+advertising nonsense), and ``retry_after: false`` drops ``Retry-After`` from the 429s
+(a gateway that says nothing but 429). The timeline (``/_stats`` ``quota``) counts what was
 admitted and refused in each second since the last reset, so a benchmark can measure
 utilisation and the worst window.
 """
@@ -42,6 +44,11 @@ class QuotaConfig(BaseModel):
     burst_s: float = Field(default=1.0, gt=0)
     #: Send x-ratelimit-* headers on every inference reply.
     headers: bool = False
+    #: Send ``Retry-After`` with the 429s (false: a gateway that says nothing but 429).
+    retry_after: bool = True
+    #: Headers sent as given on every inference reply, 429s included, over the computed ones: a
+    #: provider advertising a value that cannot be right (``x-ratelimit-limit-requests: 0.001``).
+    header_values: dict[str, str] = Field(default_factory=dict)
 
 
 def go_duration(seconds: float) -> str:
@@ -139,7 +146,8 @@ class ProviderQuota:
                 f"Remaining {max(0, math.floor(bucket.level))}. Please try again in {go_duration(wait)}."
             )
             body = {"error": {"message": message, "type": kind, "param": None, "code": "rate_limit_exceeded"}}
-            headers = {"Retry-After": f"{math.ceil(wait * 1000) / 1000:g}", **self.headers()}
+            headers = {"Retry-After": f"{math.ceil(wait * 1000) / 1000:g}"} if config.retry_after else {}
+            headers.update(self.headers())
             return Admission(json_response(429, body, headers), 0)
         if self._requests is not None:
             self._requests.level -= 1
@@ -163,20 +171,22 @@ class ProviderQuota:
             self._tokens.refill(time.monotonic())
             self._tokens.level = min(self._tokens.capacity, self._tokens.level - (used - admission.charged))
         self._second(time.monotonic())[1] += used
-        if config.headers:
+        if config.headers or config.header_values:
             response.headers = {**(response.headers or {}), **self.headers()}
 
     def headers(self) -> dict[str, str]:
-        """The ``x-ratelimit-*`` headers of the buckets now (none unless ``headers: true``)."""
-        if self._config is None or not self._config.headers:
+        """The ``x-ratelimit-*`` headers of the buckets now (none unless ``headers: true``), then ``header_values``."""
+        if self._config is None:
             return {}
+        if not self._config.headers:
+            return dict(self._config.header_values)
         now = time.monotonic()
         found: dict[str, str] = {}
         for kind, bucket in (("requests", self._requests), ("tokens", self._tokens)):
             if bucket is not None:
                 bucket.refill(now)
                 found.update(bucket.headers(kind))
-        return found
+        return {**found, **self._config.header_values}
 
     def snapshot(self) -> dict[str, Any]:
         """``/_stats`` ``quota``: totals and the per-second timeline since the last reset."""

@@ -1,4 +1,4 @@
-"""A real redis-server for the tests: started on 127.0.0.1 on a free port, killed (or stopped) by the test."""
+"""A real redis-server for the tests: started on 127.0.0.1 on a free port, paused or killed by the test."""
 
 from __future__ import annotations
 
@@ -48,11 +48,25 @@ class RedisServer:
     def kill(self) -> None:
         """Stop the server at once (SIGKILL), as a crash would."""
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGKILL)
+            self._proc.send_signal(signal.SIGKILL)  # a paused server dies too
             self._proc.wait(timeout=10)
 
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open and nothing answers, as a hung Redis."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused server go on (SIGCONT)."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
+
+    def admin(self) -> redis.Redis:
+        """A client as the default user (no password), e.g. to create ACL users."""
+        return redis.Redis.from_url(self.url, socket_timeout=5)
+
     def keys(self) -> list[str]:
-        return sorted(key.decode() for key in redis.Redis.from_url(self.url).keys("*"))
+        return sorted(key.decode() for key in self.admin().keys("*"))
 
 
 @contextmanager

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import time
+
+import pytest
+from multidict import CIMultiDict
 
 from beameval.config import ModelTarget, Params, TargetConfig
 from beameval.config.quota import Budget, Pricing, RateLimit
 from beameval.inference.engine import InferenceEngine
 from beameval.inference.pacing import estimate_tokens
 from beameval.inference.quota import EndpointQuota
+from beameval.inference.ratelimit_headers import Advertised, Unusable, advertised
 from beameval.inference.targets import make_handler
 from beameval.testserver.harness import ServerProcess
 
@@ -53,10 +58,99 @@ def test_advertised_limits_are_kept_with_no_rate_limit_configured(clean_server: 
     assert clean_server.stats()["by_status"].get("429", 0) <= 1
 
 
-def test_without_a_limit_to_read_the_adaptive_limit_alone_meets_429s(clean_server: ServerProcess) -> None:
-    clean_server.configure(quota={"requests_per_minute": 600})  # the same limit, not advertised
-    send_all(clean_server, 40, None)
-    assert clean_server.stats()["by_status"].get("429", 0) >= 10  # what pacing by rate prevents
+def test_429s_without_retry_after_or_headers_teach_the_request_rate(clean_server: ServerProcess) -> None:
+    """An endpoint that says nothing but 429: the pacer learns a rate, not only fewer requests in flight."""
+    clean_server.configure(latency_ms=50, quota={"requests_per_minute": 1200, "retry_after": False})  # 20/s, mute
+    handler = handler_for(clean_server)
+    engine = InferenceEngine(handler, 64, 3, 30.0)
+    try:
+        request = handler.prepare({"messages": [{"role": "user", "content": "one two three"}]})
+        started = time.monotonic()
+        outcomes = [future.result(timeout=120) for future in [engine.submit(request, handler) for _ in range(300)]]
+        elapsed = time.monotonic() - started
+        learnt = engine.pacer.learnt_rate
+    finally:
+        engine.close()
+    stats = clean_server.stats()
+    refused = stats["by_status"].get("429", 0)
+    print(f"300 requests in {elapsed:.1f} s, {refused} answered 429, learnt {learnt and learnt * 60:.0f} a minute")
+    assert all(outcome.ok for outcome in outcomes)
+    assert refused < 0.1 * stats["requests"], stats["by_status"]
+    assert learnt is not None and 0.5 * 20 <= learnt <= 1.5 * 20  # near the endpoint's 20 a second
+
+
+def test_header_values_that_cannot_be_right_are_ignored_with_one_warning(
+    clean_server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``x-ratelimit-limit-requests: 0.001`` (a request every 17 hours) and ``-tokens: 1`` once stalled the run."""
+    nonsense = {
+        "x-ratelimit-limit-requests": "0.001",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-limit-tokens": "1",
+        "x-ratelimit-remaining-tokens": "0",
+    }
+    clean_server.configure(quota={"header_values": nonsense})
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="beameval.inference.pacing"):
+        outcomes = send_all(clean_server, 30, None)
+    assert all(outcome.ok and outcome.attempts == 1 for outcome in outcomes)
+    assert time.monotonic() - started < 20
+    warnings = [record.getMessage() for record in caplog.records if "rate-limit header" in record.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "x-ratelimit-limit-requests: '0.001' (less than 1 requests a minute)" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "limit", "remaining", "why"),
+    [
+        ("requests", "0.001", "0", "less than 1 requests a minute"),
+        ("tokens", "1", "0", "less than 100 tokens a minute"),
+        ("tokens", "99.9", "5", "less than 100 tokens a minute"),
+        ("requests", "0", "0", "not a positive finite number"),
+        ("requests", "-60", "0", "not a positive finite number"),
+        ("requests", "nan", "0", "not a positive finite number"),
+        ("requests", "inf", "0", "not a positive finite number"),
+        ("requests", "sixty", "0", "not a positive finite number"),
+        ("requests", "60", "-1", "not a finite number of zero or more"),
+        ("tokens", "1000", "inf", "not a finite number of zero or more"),
+    ],
+)
+def test_unbelievable_header_values(kind: str, limit: str, remaining: str, why: str) -> None:
+    headers = CIMultiDict({f"x-ratelimit-limit-{kind}": limit, f"x-ratelimit-remaining-{kind}": remaining})
+    found = advertised(headers, kind)
+    assert isinstance(found, Unusable) and found.reason == why
+
+
+def test_believable_header_values_at_the_floor() -> None:
+    headers = CIMultiDict({"X-RateLimit-Limit-Tokens": "100", "x-ratelimit-remaining-tokens": "0"})
+    assert advertised(headers, "tokens") == Advertised(100.0, 0.0, None)
+    assert advertised(CIMultiDict({"x-ratelimit-limit-requests": "1"}), "requests") is None  # no remaining: nothing
+
+
+def test_a_pacing_wait_longer_than_the_request_timeout_fails_the_request_naming_the_header(
+    clean_server: ServerProcess,
+) -> None:
+    """A believable but tiny limit (100 tokens a minute) must fail requests after request_timeout, not hold them."""
+    clean_server.configure(
+        latency_ms=200,
+        quota={"header_values": {"x-ratelimit-limit-tokens": "100", "x-ratelimit-remaining-tokens": "0"}},
+    )
+    handler = handler_for(clean_server)
+    engine = InferenceEngine(handler, 8, 2, 2.0)  # request_timeout 2 s
+    try:
+        request = handler.prepare({"messages": [{"role": "user", "content": "one two three"}], "max_tokens": 2000})
+        started = time.monotonic()
+        outcomes = [future.result(timeout=60) for future in [engine.submit(request, handler) for _ in range(12)]]
+        elapsed = time.monotonic() - started
+    finally:
+        engine.close()
+    failed = [outcome for outcome in outcomes if not outcome.ok]
+    assert failed and elapsed < 20
+    assert {(o.error.failure_class, o.attempts) for o in failed} == {("fatal", 0)}
+    message = str(failed[0].error)
+    assert "x-ratelimit-limit-tokens header (100 a minute" in message
+    assert "longer than params.request_timeout (2 s)" in message
+    assert clean_server.stats()["requests"] == len(outcomes) - len(failed)  # the failed ones were never sent
 
 
 def test_a_tokens_per_minute_limit_is_kept_and_corrected_by_usage(clean_server: ServerProcess) -> None:
@@ -87,7 +181,6 @@ def test_the_budget_stops_sending_and_never_passes_its_tokens(clean_server: Serv
 
 
 def test_rate_limit_urls_never_carry_a_password_and_need_a_rate() -> None:
-    import pytest
     from pydantic import ValidationError
 
     from beameval.config.schema import parse_config
@@ -103,10 +196,14 @@ def test_rate_limit_urls_never_carry_a_password_and_need_a_rate() -> None:
     with pytest.raises(ConfigError, match="shared_password_env") as caught:
         parse_config(config)
     assert "hunter2-secret" not in str(caught.value)
-    with pytest.raises(ValidationError, match="redis://HOST:PORT/DB"):
+    with pytest.raises(ValidationError, match=r"redis://\[USER@\]HOST:PORT/DB"):
         RateLimit(requests_per_minute=60, shared="http://10.0.0.5:6379/0")
     with pytest.raises(ValidationError, match="no budget to share"):
         RateLimit(shared="redis://10.0.0.5:6379/0")
+    with pytest.raises(ValidationError, match="shared_timeout applies only with shared"):
+        RateLimit(requests_per_minute=60, shared_timeout=30)
+    acl = RateLimit(requests_per_minute=60, shared="redis://evals@10.0.0.5:6379/0", shared_password_env="PW")
+    assert (acl.shared, acl.shared_timeout) == ("redis://evals@10.0.0.5:6379/0", 120.0)  # a user name is no secret
     assert Pricing(input_per_million=2, output_per_million=8, batch_discount=0.5).cost(
         1_000_000, 500_000, batch=True
     ) == pytest.approx((2 + 4) / 2)
