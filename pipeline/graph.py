@@ -170,7 +170,7 @@ def _evaluate(
     if config.target is not None:
         to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
-            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
+            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
         else:
             generate = GenerateSamples(config, run_id, journal, handed)
             generated = to_send | "GenerateSamples" >> beam.ParDo(generate)
@@ -185,7 +185,8 @@ def _evaluate(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id)
         )
         if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
-            generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
+            batched = BatchMetricCalls(config.metrics, journal, output, config.params, run_id)
+            generated = generated | "BatchMetricCalls" >> batched
     offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
     if offline:  # batches in, batches out (transforms.row_batches)

@@ -122,7 +122,7 @@ def test_wait_false_exits_75_then_resume_collects(batch_server, write_jsonl, run
     assert batch_server.batches()["batches_created"] == 4
     # The test server counts words as tokens: "question N please" is 3, and its echo too.
     expected = {"batches": 4, "requests": SMALL, "resubmitted": 0, "prompt_tokens": 3 * SMALL}
-    assert done.results["usage"]["batch"] == {**expected, "completion_tokens": 3 * SMALL}
+    assert done.results["usage"]["batch"] == {**expected, "completion_tokens": 3 * SMALL, "ignored_lines": 0}
     assert batch_server.stats()["requests"] == 0
     assert_no_request_in_two_batches(batch_server)
 

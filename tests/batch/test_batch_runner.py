@@ -144,6 +144,7 @@ def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) ->
         "live": 1,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "ignored_lines": 0,
     }
     assert judge.load().usage() == {
         "batches": 1,
@@ -152,6 +153,7 @@ def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) ->
         "live": 0,
         "prompt_tokens": 7,
         "completion_tokens": 3,
+        "ignored_lines": 0,
     }
     # A record written before scopes existed (no "scope" in its uploaded events) is the target's.
     old = json.dumps(
