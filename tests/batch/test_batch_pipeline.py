@@ -43,12 +43,6 @@ def config_for(path: Path, server: ServerProcess, mode: str = "batch", **batch: 
     }
 
 
-@pytest.fixture
-def batch_server(clean_server: ServerProcess) -> ServerProcess:
-    clean_server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
-    return clean_server
-
-
 def scores_by_row(rows: list[dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
     return {r["row_index"]: (r["status"], r["output_text"], r["exact-match.exact-match"], r["f1.f1"]) for r in rows}
 
