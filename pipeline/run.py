@@ -38,6 +38,7 @@ from pipeline.output_dir import (
     lock_output,
     prepare_output,
     refuse_dataset_overlap,
+    refuse_live_batches,
     release_output,
     staging_dir,
 )
@@ -94,6 +95,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     handed, shards = HandOff(), None
     if not dry_run:  # a dry run sends nothing paid
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
+        refuse_live_batches(config, flags.output, flags.overwrite, flags.resume, flags.cancel_batches)
         first = first_answer(config, first_row, flags.output, flags, store, job=run_id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard

@@ -54,13 +54,14 @@ from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
 from beameval.inference.answers import answered_row
-from beameval.inference.batch.client import BatchApiError, BatchClient, batch_endpoint
+from beameval.inference.batch.client import TERMINAL, BatchApiError, BatchClient, batch_endpoint
 from beameval.inference.batch.ledger import (
     LEDGER_DIR,
     TARGET_SCOPE,
     BatchLedger,
     LedgerState,
     LineFailure,
+    metric_scope,
 )
 from beameval.inference.batch.lines import BatchRequest, custom_id
 from beameval.inference.batch.runner import BatchOutcome, BatchRun, run_batches
@@ -86,6 +87,7 @@ __all__ = [
     "by_url",
     "collect_trigger",
     "in_batch_mode",
+    "live_batches",
     "send_batches",
     "shard_key",
     "submit_then_collect",
@@ -300,6 +302,63 @@ async def _run(
         return await run_batches(run, requests, collect)
     finally:
         await http.aclose()
+
+
+def live_batches(config: EvalConfig, journal_dir: str, cancel: bool) -> list[str]:
+    """The batches recorded in ``journal_dir`` and not collected that the provider still runs; ``cancel`` cancels them.
+
+    Each is named with its endpoint (``batch_7 (target at http://h/v1)``). Only the endpoints
+    of ``config`` can be asked (their keys are in it). A listing or poll that fails raises
+    ``EvaluatorError``: nothing is deleted on a guess.
+    """
+    endpoints: list[tuple[str, ModelTarget, TargetHandler]] = []
+    target = config.target
+    if uses_batch_mode(config) and target is not None and target.model is not None:
+        endpoints.append((TARGET_SCOPE, target.model, make_handler(target, config.params, target.api_key())))
+    for key, metric in batch_metrics(config.metrics):
+        access = metric.endpoint_access
+        assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
+        endpoints.append((metric_scope(key), access, metric.endpoint_handler()))
+    folder = ledger_dir(journal_dir)
+    files = files_for(folder)
+    if not endpoints or not files.match(f"{folder}/*.json"):
+        return []
+    try:
+        return asyncio.run(_live(endpoints, folder, files, cancel, config.params.max_retries))
+    except BatchApiError as exc:
+        secrets = [value for _, model, _ in endpoints for value in model.secret_values()]
+        raise EvaluatorError(
+            f"batch mode: {Redactor(secrets).text(str(exc))}",
+            hint="The batches recorded in OUT_DIR/_responses/batches/ could not be checked at the provider; "
+            "nothing was deleted. Try again once the Batch API answers.",
+        ) from None
+
+
+async def _live(
+    endpoints: list[tuple[str, ModelTarget, TargetHandler]], folder: str, files: Any, cancel: bool, retries: int
+) -> list[str]:
+    found = []
+    http = HttpClient(4, 60.0, max_response_bytes=_REPLY_CAP)
+    try:
+        for scope, model, handler in endpoints:
+            base, query = endpoint_urls(model.url)[0], model.url.partition("?")[2]
+            query = f"?{query}" if query else ""
+            client = BatchClient(http, base, query, handler.headers, retries)
+            for batch_id in BatchLedger(folder, files, scope, base + query, model.name).load().live():
+                try:
+                    status = (await client.get(batch_id)).get("status")
+                except BatchApiError as exc:
+                    if exc.status == 404:  # the provider no longer has it: nothing to abandon
+                        continue
+                    raise
+                if status in TERMINAL:
+                    continue
+                if cancel:
+                    await client.cancel(batch_id)
+                found.append(f"{batch_id} ({scope} at {base})")
+    finally:
+        await http.aclose()
+    return found
 
 
 class KeyBatchRequests(beam.DoFn):

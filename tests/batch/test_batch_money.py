@@ -163,3 +163,26 @@ def test_a_batch_that_would_cross_the_budget_is_not_submitted(batch_server, writ
     counts = partial.results["counts"]
     assert (counts["ok"], counts["skipped"]) == (100, 100)
     assert partial.results["usage"]["budget"]["spent_tokens"] == 6 * 100
+
+
+def test_overwrite_never_abandons_live_batches(batch_server, write_jsonl, run_eval, tmp_path):
+    batch_server.batches(completion_s=600.0)
+    out = tmp_path / "live"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    assert run_eval(config, output=out).code == 75
+    first = batch_ids(batch_server)
+    refused = run_eval(config, "--overwrite", output=out)
+    assert refused.code == 2, refused.stderr
+    assert all(batch_id in refused.stderr for batch_id in first) and len(first) == 4
+    assert "--resume" in refused.stderr and "--cancel_batches" in refused.stderr
+    assert len(list((out / "_responses" / "batches").glob("*-created.json"))) == 4  # nothing deleted
+    assert (batch_server.batches()["batches_created"], batch_server.batches()["cancels"]) == (4, 0)
+
+    replaced = run_eval(config, "--overwrite", "--cancel_batches", output=out)
+    assert replaced.code == 75, replaced.stderr  # the new run's own batches, submitted
+    state = batch_server.batches()
+    assert (state["batches_created"], state["cancels"]) == (8, 4)
+    statuses = {b["id"]: b["status"] for b in state["batches"]}
+    assert [statuses[batch_id] for batch_id in first] == ["cancelled"] * 4
+    recorded = {p.read_text() for p in (out / "_responses" / "batches").glob("*-created.json")}
+    assert len(recorded) == 4 and not any(batch_id in text for batch_id in first for text in recorded)
