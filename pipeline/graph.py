@@ -220,8 +220,8 @@ def _to_send(
     renders after the spread, so its prompts never cross that shuffle (a multi-target run
     renders before its fan-out, ``rendered``: once for every target).
     """
-    if stored is None:
-        spread = samples | "SpreadRows" >> SpreadRows()
+    if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
+        spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
     return keyed | "LookupResponses" >> LookupResponses(config, stored)

@@ -36,8 +36,8 @@ submission record, so the two never see each other's batches).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
+import pickle
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -97,7 +97,9 @@ __all__ = [
 #: Why a request has no answer while its batch runs on at the provider.
 PENDING = "not answered yet: its batch is still running at the provider (rerun with --resume to collect it)"
 _REPLY_CAP = 1 << 31  # an output file holds every answer of a batch (up to 50,000)
-_Request = tuple[str, str, str, InputRow]  # custom_id, key, request_hash, row (its body in row.request)
+#: One target request in a group, as compact as it travels: row index, sample index, response key, the row's
+#: item, raw line and notes, and the request body (the InputRow is rebuilt from them after the group).
+_Request = tuple[int, int, str, Any, "str | None", list[str], str]
 _ROW_OF_ID = re.compile(r"row-(\d+)-sample-\d+$")
 
 
@@ -287,7 +289,9 @@ async def _run(
     run = BatchRun(
         client=BatchClient(http, base, query, endpoint.handler.headers, endpoint.max_retries),
         # The provider's ids are its own: they are recorded with its Batch API (base URL and query) and the model.
-        ledger=BatchLedger(folder, files_for(folder), endpoint.scope, base + query, model.name),
+        ledger=BatchLedger(
+            folder, files_for(folder), endpoint.scope, base + query, model.name, None if shard is None else str(shard)
+        ),
         settings=settings,
         endpoint=batch_endpoint(url, settings.endpoint),
         max_retries=endpoint.max_retries,
@@ -362,9 +366,12 @@ async def _live(
 
 
 class KeyBatchRequests(beam.DoFn):
-    """``InputRow | GeneratedRow`` -> answered or failed ``GeneratedRow``s, and ``(scope, (url, request))``s."""
+    """``InputRow | GeneratedRow`` -> ``((scope, shard), (url, request))``, or ``(key, (None, row))`` to pass on.
 
-    REQUESTS = "requests"
+    Rows already answered (or failed) travel under their shard's key too, so every row of
+    the stage leaves it from one step (``RunBatches``): a ``Flatten`` of two steps' outputs
+    would make the local runner hold every emitted row before scoring.
+    """
 
     def __init__(self, config: EvalConfig) -> None:
         self._config = config
@@ -377,27 +384,50 @@ class KeyBatchRequests(beam.DoFn):
 
     def process(self, row: InputRow | GeneratedRow) -> Iterator[Any]:
         if isinstance(row, GeneratedRow):  # answered from the store or the journal
-            yield row
+            yield self._through(row)
             return
         if row.failure is not None or row.item is None:
-            yield GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
+            done = GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
+            yield self._through(done)
             return
         try:
             prepared = target_request(self._handler, row)
             content = canonical_json(prepared.body)
         except (EvaluatorError, TypeError, ValueError) as exc:
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
-            yield GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
+            yield self._through(
+                GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
+            )
             return
         key = response_key_from_content(
             prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
         )  # the key online mode uses: a batch answer and an online answer are interchangeable in the store
-        digest = request_hash_from_bytes(prepared.url, content)
-        # A key holds about one batch of requests: the row keeps the body (once), not the prompt it was built from.
-        row = dataclasses.replace(row, request=content.decode("utf-8"), prompt=None)
-        request = (custom_id(row.row_index, row.sample_index), key, digest, row)
-        keyed = shard_key(TARGET_SCOPE, row.row_index, self._model)
-        yield beam.pvalue.TaggedOutput(self.REQUESTS, (keyed, (prepared.url, request)))
+        # A key holds about one batch of requests: each as a plain tuple, the body once, no prompt (or cid, hash).
+        request = (row.row_index, row.sample_index, key, row.item, row.raw, row.notes, content.decode("utf-8"))
+        yield shard_key(TARGET_SCOPE, row.row_index, self._model), _pack((prepared.url, request))
+
+    def _through(self, row: GeneratedRow) -> tuple[tuple[str, int], bytes]:
+        """A row with nothing to send, under its shard's key (url None): ``RunBatches`` emits it as it is."""
+        return shard_key(TARGET_SCOPE, row.row_index, self._model), _pack((None, row))
+
+
+def _pack(value: tuple[str | None, Any]) -> bytes:
+    """One grouped value as one bytes object, unpacked by ``_passed_on``.
+
+    The local runner holds a group's values decoded, and a request decoded into tuples,
+    dicts and strings takes several times its pickled size (1 KB against 0.3 KB).
+    """
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _passed_on(grouped: Iterable[Any], through: list[GeneratedRow]) -> Iterator[Any]:
+    """The group's requests (and trigger), unpacked; its rows with nothing to send go into ``through``."""
+    for packed in grouped:
+        item = None if packed is None else pickle.loads(packed)  # noqa: S301 - this stage's own values
+        if item is not None and item[0] is None:
+            through.append(item[1])
+        else:
+            yield item
 
 
 class RunBatches(beam.DoFn):
@@ -431,13 +461,20 @@ class RunBatches(beam.DoFn):
 
     def process(self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None) -> Iterator[GeneratedRow]:
         (_scope, shard), grouped = keyed
-        for url, found in by_url(grouped, self._endpoint.model.url).items():
-            requests: list[_Request] = sorted(found, key=lambda r: (r[3].row_index, r[3].sample_index))
-            batch = [BatchRequest(cid, key, (row.request or "").encode()) for cid, key, _, row in requests]
+        through: list[GeneratedRow] = []
+        requests_by_url = by_url(_passed_on(grouped, through), self._endpoint.model.url)
+        if self._collect:
+            yield from through
+        for url, found in requests_by_url.items():
+            requests: list[_Request] = sorted(found, key=lambda r: (r[0], r[1]))
+            batch = [BatchRequest(custom_id(r[0], r[1]), r[2], r[6].encode()) for r in requests]
             outcomes = send_batches(self._endpoint, url, batch, self._journal_dir, self._output, shard, self._collect)
-            if self._collect:
-                for cid, _, digest, row in requests:
-                    yield self._row(row, digest, outcomes[cid])
+            if not self._collect:
+                continue
+            for index, sample, _, item, raw, notes, body in requests:
+                row = InputRow(index, item, raw, sample_index=sample, notes=notes, request=body)
+                digest = request_hash_from_bytes(url, body.encode())
+                yield self._row(row, digest, outcomes[custom_id(index, sample)])
 
     def _row(self, row: InputRow, digest: str, outcome: BatchOutcome) -> GeneratedRow:
         info = InferenceInfo(attempts=outcome.submissions, request_hash=digest)
@@ -481,19 +518,12 @@ class BatchSamples(beam.PTransform):
         self._run_id = run_id
 
     def expand(self, rows: beam.PCollection[Any]) -> beam.PCollection[GeneratedRow]:
-        keyed = rows | "KeyBatchRequests" >> beam.ParDo(KeyBatchRequests(self._config)).with_outputs(
-            KeyBatchRequests.REQUESTS, main="done"
-        )
+        keyed = rows | "KeyBatchRequests" >> beam.ParDo(KeyBatchRequests(self._config))
         assert self._config.target is not None and self._config.target.model is not None
         endpoints = [(TARGET_SCOPE, TARGET_SCOPE, self._config.target.model)]
         trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectTrigger")
-        grouped = (
-            (keyed[KeyBatchRequests.REQUESTS], trigger)
-            | "WithTrigger" >> beam.Flatten()
-            | "RequestsByShard" >> beam.GroupByKey()
-        )
+        grouped = (keyed, trigger) | "WithTrigger" >> beam.Flatten() | "RequestsByShard" >> beam.GroupByKey()
         config, journal, output, run_id = self._config, self._journal_dir, self._output, self._run_id
-        answered = submit_then_collect(
+        return submit_then_collect(
             grouped, lambda collect: RunBatches(config, journal, output, run_id, collect), "Batches"
         )
-        return (keyed.done, answered) | "Rows" >> beam.Flatten()
