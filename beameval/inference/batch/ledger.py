@@ -163,6 +163,10 @@ class BatchLedger:
         url: the provider endpoint's request URL, recorded with every id (None only to read
             every endpoint of the scope: ``scope_usage``).
         model: the model name sent to it, recorded beside the URL.
+        part: the share of the scope's requests this ledger plans (a stage that spreads its
+            requests over several keys names each key's part): its uploads are recorded
+            with it, and ``load`` skips the uploads of other parts, so a key reads only its
+            own files and batches. None reads every part.
 
     """
 
@@ -173,17 +177,19 @@ class BatchLedger:
         scope: str = TARGET_SCOPE,
         url: str | None = None,
         model: str | None = None,
+        part: str | None = None,
     ) -> None:
         self.directory = directory
         self.scope = scope
         self.url = url
         self.model = model
+        self.part = part
         self._files = files or LocalFiles()
         self._local = not is_remote(directory)
 
     def uploaded(self, file_id: str, endpoint: str, requests: Iterable[RequestId]) -> None:
         listed = [list(r) for r in requests]
-        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "requests": listed})
+        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "part": self.part, "requests": listed})
 
     def created(self, batch_id: str, file_id: str) -> None:
         self._write("created", {"batch_id": batch_id, "file_id": file_id})
@@ -240,6 +246,9 @@ class BatchLedger:
             # Before ids were recorded with their endpoint, only uploads named a scope: an old batch
             # event joins any scope, which keeps it only when it has one of that scope's files.
             legacy = "url" not in event and event.get("event") != "uploaded"
+            other_part = self.part is not None and event.get("part") not in (None, self.part)
+            if other_part and event.get("event") == "uploaded":
+                continue  # another key's file (its batch events are dropped with it by ``scoped``)
             if legacy or event.get("scope", TARGET_SCOPE) == self.scope:
                 groups.setdefault((event.get("url"), event.get("model")), []).append(event)
         return groups

@@ -112,9 +112,7 @@ class BatchRun:
     clock: Callable[[], float] = time.monotonic
 
 
-async def run_batches(
-    run: BatchRun, requests: Sequence[BatchRequest], collect: bool = True
-) -> dict[str, BatchOutcome]:
+async def run_batches(run: BatchRun, requests: Sequence[BatchRequest], collect: bool = True) -> dict[str, BatchOutcome]:
     """Bring ``requests`` as far as the settings allow; return an outcome per custom_id.
 
     Without ``collect`` it only submits what is not yet in a batch (and attaches lost
