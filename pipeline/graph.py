@@ -180,7 +180,7 @@ def _evaluate(
     if config.target is not None:
         to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
-            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output)
+            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
         else:
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             generated = to_send | "GenerateSamples" >> beam.ParDo(generate)
@@ -197,7 +197,8 @@ def _evaluate(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id, joined)
         )
         if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
-            generated = generated | "BatchMetricCalls" >> BatchMetricCalls(config.metrics, journal, output)
+            batched = BatchMetricCalls(config.metrics, journal, output, config.params, run_id)
+            generated = generated | "BatchMetricCalls" >> batched
         generated = generated | "CheckpointMetricCalls" >> beam.Reshuffle()
     offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
@@ -232,8 +233,8 @@ def _to_send(
     renders after the spread, so its prompts never cross that shuffle (a multi-target run
     renders before its fan-out, ``rendered``: once for every target).
     """
-    if stored is None:
-        spread = samples | "SpreadRows" >> SpreadRows()
+    if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
+        spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
     return keyed | "LookupResponses" >> LookupResponses(config, stored)

@@ -33,7 +33,13 @@ from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
-from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.output_dir import (
+    lock_output,
+    prepare_output,
+    refuse_dataset_overlap,
+    refuse_live_batches,
+    staging_dir,
+)
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from pipeline.report import COMPARISON_FILE, write_leaderboard_report
@@ -78,6 +84,9 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         lock_output(flags.output, uuid.uuid4().hex)  # one run at a time per OUT_DIR (its targets/ included)
         if flags.resume:  # before anything is sent: the journals answer the config they were started with
             check_resumed_config(flags.output, config)
+        for name, single in configs.items():  # before anything is sent or deleted
+            directory = target_dir(flags.output, name)
+            refuse_live_batches(single, directory, flags.overwrite, flags.resume, flags.cancel_batches)
         for name, single in configs.items():
             directory = target_dir(flags.output, name)
             firsts[name] = first_answer(single, first_rows[name], directory, flags, store, job=scope.id)

@@ -59,6 +59,12 @@ class EvalOptions(PipelineOptions):
             default=False,
             help="continue an interrupted (or completed) run in --output: recorded responses are not sent again",
         )
+        parser.add_argument(
+            "--cancel_batches",
+            **SWITCH,
+            default=False,
+            help="with --overwrite: cancel the batches of the earlier run still live at the provider first",
+        )
         parser.add_argument("--cache", default=None, help="response store shared by runs (directory or URL)")
         parser.add_argument(
             "--history",

@@ -27,11 +27,13 @@ from typing import Any
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from beameval.config.schema import EvalConfig
 from beameval.core.crash_points import crash_point
 from beameval.core.durable import disk_full, exchange, fsync_directory, write_atomically
 from beameval.core.errors import OutputError
 from beameval.outputs.groups import GROUPS_FILE
 from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire, refuse_symlink
+from transforms.batch import live_batches
 from transforms.cache import files_for
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "publish_outputs",
     "refuse_dataset_overlap",
     "refuse_earlier_outputs",
+    "refuse_live_batches",
     "release_output",
     "staging_dir",
 ]
@@ -208,6 +211,28 @@ def refuse_earlier_outputs(output: str, overwrite: bool, resume: bool) -> list[s
             "--overwrite to replace them, or choose another --output."
         )
     return existing
+
+
+def refuse_live_batches(config: EvalConfig, output: str, overwrite: bool, resume: bool, cancel: bool) -> None:
+    """``--overwrite`` would drop the record of batches the provider still runs: refuse, or cancel them first.
+
+    With ``cancel`` (``--cancel_batches``) each live batch is cancelled at the provider
+    before anything is deleted, and the overwrite goes on.
+
+    Raises:
+        OutputError: batches recorded in ``output`` are live at the provider and ``cancel`` is not set.
+    """
+    if not overwrite or resume:
+        return
+    live = live_batches(config, FileSystems.join(output, JOURNAL_ENTRY), cancel)
+    if live and cancel:
+        print(f"cancelled {len(live)} live batch(es) at the provider before overwriting: {', '.join(live)}")
+    elif live:
+        raise OutputError(
+            f"output directory {output!r} holds batches that are still running at the provider: {', '.join(live)}. "
+            "--overwrite would abandon them (they are billed when they finish). Rerun with --resume to collect "
+            "them, or pass --cancel_batches with --overwrite to cancel them at the provider first."
+        )
 
 
 def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:

@@ -45,6 +45,7 @@ from pipeline.output_dir import (
     lock_output,
     prepare_output,
     refuse_dataset_overlap,
+    refuse_live_batches,
     release_output,
     staging_dir,
 )
@@ -106,6 +107,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
         lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
         if flags.resume:  # before anything is sent: the journal answers the config it was started with
             check_resumed_config(flags.output, config)
+        refuse_live_batches(config, flags.output, flags.overwrite, flags.resume, flags.cancel_batches)
         first = first_answer(config, first_row, flags.output, flags, store, job=scope.id)  # the first paid request
         prepare_output(flags.output, flags.overwrite, resume=flags.resume)
         if flags.resume:

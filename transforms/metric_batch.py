@@ -9,11 +9,12 @@ the other, because the judge's step waits for every target answer):
 * ``KeyMetricBatchRequests`` builds each row's request for every judge in batch mode
   exactly as online judging does (the metric's ``build_request``), keys it as online mode
   keys it, and sends the row to wait for its replies; a row with nothing to ask passes on;
-* the requests are grouped per judge (with its ``collect_trigger``), so one
-  ``RunMetricBatches`` call sees all of a judge's requests and splits them into the fewest
-  batches (``transforms.batch.send_batches``, in the judge's own scope of
-  ``OUT_DIR/_responses/batches/``); each answer is parsed by the judge's handler into the
-  ``EndpointReply`` an online call makes, keyed by the row;
+* the requests are grouped per judge and shard of rows (``transforms.batch.shard_key``,
+  with its ``collect_trigger``); every key submits first, then collects
+  (``transforms.batch.submit_then_collect`` and ``send_batches``, in the judge's own scope
+  of ``OUT_DIR/_responses/batches/``), charged to the run's budget before each batch; each
+  answer is parsed by the judge's handler into the ``EndpointReply`` an online call makes,
+  keyed by the row;
 * ``AttachReplies`` joins the replies to their rows on the row token.
 
 A request whose batch is still running gets an error reply; the driver sees the live batch
@@ -30,7 +31,8 @@ import apache_beam as beam
 
 from beameval.cache.key import response_key_from_content
 from beameval.config.endpoints import ModelTarget
-from beameval.core.records import EndpointReply, GeneratedRow
+from beameval.config.params import Params
+from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
 from beameval.inference.answers import endpoint_reply
 from beameval.inference.batch.ledger import metric_scope
@@ -39,7 +41,17 @@ from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.classify import classify
 from beameval.inference.prepared import wire_bytes
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
-from transforms.batch import PENDING, BatchEndpoint, batch_metrics, by_url, collect_trigger, send_batches
+from transforms.batch import (
+    PENDING,
+    BatchEndpoint,
+    batch_metrics,
+    budget_charge,
+    by_url,
+    collect_trigger,
+    send_batches,
+    shard_key,
+    submit_then_collect,
+)
 from transforms.metric_cache import row_token
 from transforms.metric_calls import build_metric_request
 
@@ -50,7 +62,7 @@ _Request = tuple[int, int, str, str, bytes]
 
 
 class KeyMetricBatchRequests(beam.DoFn):
-    """GeneratedRow -> the row, or ``(token, row)`` on ``waiting`` and ``(metric key, (url, request))`` on ``requests``.
+    """GeneratedRow -> the row, or ``(token, row)`` on ``waiting`` and ``((key, shard), (url, req))`` on ``requests``.
 
     A row waits when a judge in batch mode has a request to send for it; otherwise it passes on.
     """
@@ -83,7 +95,8 @@ class KeyMetricBatchRequests(beam.DoFn):
             response_key = response_key_from_content(  # the key online judging uses, so the answers interchange
                 prepared.url, content, row.sample_index, prepared.headers, metric.endpoint_handler().secrets
             )
-            requests.append((key, (prepared.url, (row.row_index, row.sample_index, token, response_key, content))))
+            request = (row.row_index, row.sample_index, token, response_key, content)
+            requests.append((shard_key(key, row.row_index, _model(metric)), (prepared.url, request)))
         row = dataclasses.replace(row, metric_responses=replies) if replies else row
         if not requests:
             yield row
@@ -93,33 +106,51 @@ class KeyMetricBatchRequests(beam.DoFn):
             yield beam.pvalue.TaggedOutput(self.REQUESTS, keyed)
 
 
-class RunMetricBatches(beam.DoFn):
-    """``(metric key, [(url, request)])`` -> ``(token, (metric key, EndpointReply))`` per request."""
+def _model(metric: EndpointMetric[Any]) -> ModelTarget:
+    access = metric.endpoint_access
+    assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
+    return access
 
-    def __init__(self, configs: Sequence[MetricConfig], journal_dir: str, output: str) -> None:
+
+class RunMetricBatches(beam.DoFn):
+    """``((metric key, shard), [(url, request)])`` -> ``(token, (metric key, EndpointReply))`` per request.
+
+    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``).
+    """
+
+    def __init__(
+        self, configs: Sequence[MetricConfig], journal_dir: str, output: str, params: Params, run_id: str, collect: bool
+    ) -> None:
         self._configs = list(configs)
         self._journal_dir = journal_dir
         self._output = output
+        self._params = params
+        self._run_id = run_id
+        self._collect = collect
 
     def setup(self) -> None:
-        self._endpoints = {key: _endpoint(key, metric) for key, metric in batch_metrics(self._configs)}
+        self._endpoints = {
+            key: _endpoint(key, metric, self._params, self._run_id) for key, metric in batch_metrics(self._configs)
+        }
 
-    def process(self, keyed: tuple[str, Iterable[tuple[str, _Request] | None]]) -> Iterator[tuple[str, Any]]:
-        metric_key, grouped = keyed
+    def process(
+        self, keyed: tuple[tuple[str, int], Iterable[tuple[str, _Request] | None]], _submitted: Any = None
+    ) -> Iterator[tuple[str, Any]]:
+        (metric_key, shard), grouped = keyed
         endpoint = self._endpoints[metric_key]
         for url, found in by_url(grouped, endpoint.model.url).items():
             requests: list[_Request] = sorted(found)
             ids = [custom_id(row, sample, metric_key) for row, sample, _, _, _ in requests]
             batch = [BatchRequest(cid, key, content) for cid, (*_, key, content) in zip(ids, requests, strict=True)]
-            outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output)
-            for cid, (_, _, token, _, _) in zip(ids, requests, strict=True):
-                yield token, (metric_key, _reply(endpoint, outcomes[cid]))
+            outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output, shard, self._collect)
+            if self._collect:
+                for cid, (_, _, token, _, _) in zip(ids, requests, strict=True):
+                    yield token, (metric_key, _reply(endpoint, outcomes[cid]))
 
 
-def _endpoint(key: str, metric: EndpointMetric[Any]) -> BatchEndpoint:
+def _endpoint(key: str, metric: EndpointMetric[Any], params: Params, run_id: str) -> BatchEndpoint:
     settings = metric.endpoint_settings
-    access = metric.endpoint_access
-    assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
+    access = _model(metric)
     return BatchEndpoint(
         access,
         metric.endpoint_handler(),
@@ -127,12 +158,16 @@ def _endpoint(key: str, metric: EndpointMetric[Any]) -> BatchEndpoint:
         settings.request_timeout,
         metric_scope(key),
         Redactor(access.secret_values()),
+        budget_charge(params, access, run_id, metric_scope(key)),
     )
 
 
 def _reply(endpoint: BatchEndpoint, outcome: BatchOutcome) -> EndpointReply:
     """The reply online judging would record for the same answer (or failure); ``attempts`` counts batches."""
     attempts = outcome.submissions
+    if outcome.skipped:  # never submitted: the row is skipped, as an online call the budget refused
+        message = "not sent: its batch would have passed the run's budget (params.budget)"
+        return EndpointReply(error=message, error_kind="endpoint", attempts=attempts, failure_class="budget")
     if outcome.pending:
         return EndpointReply(error=f"the judge request is {PENDING}", error_kind="endpoint", attempts=attempts)
     if outcome.failure is not None:
@@ -159,7 +194,12 @@ class _AttachReplies(beam.DoFn):
     def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[GeneratedRow]:
         _token, groups = joined
         replies = dict(groups["replies"])
+        budget = [reply.error for reply in replies.values() if reply.failure_class == "budget"]
         for row in groups["row"]:
+            if budget:  # a judge batch was not submitted for the run's budget: the row is skipped, not scored
+                failure = RowFailure("scoring", [str(budget[0])], skipped=True)
+                yield dataclasses.replace(row, metric_responses=None, failure=failure)
+                continue
             yield dataclasses.replace(row, metric_responses={**(row.metric_responses or {}), **replies})
 
 
@@ -170,26 +210,47 @@ class BatchMetricCalls(beam.PTransform):
         configs: every metric config of the run, in config order.
         journal_dir: ``OUT_DIR/_responses`` (the journal, and the submission record in it).
         output: the run's output, named in each batch's metadata.
+        params: the run's parameters (its budget).
+        run_id: the run's id (its budget is the one its online requests draw from).
     """
 
-    def __init__(self, configs: Sequence[MetricConfig], journal_dir: str, output: str) -> None:
+    def __init__(
+        self,
+        configs: Sequence[MetricConfig],
+        journal_dir: str,
+        output: str,
+        params: Params | None = None,
+        run_id: str = "",
+    ) -> None:
         super().__init__()
         self._configs = list(configs)
         self._journal_dir = journal_dir
         self._output = output
+        self._params = params or Params()
+        self._run_id = run_id
 
     def expand(self, rows: beam.PCollection[GeneratedRow]) -> beam.PCollection[GeneratedRow]:
         keyed = rows | "KeyMetricBatchRequests" >> beam.ParDo(KeyMetricBatchRequests(self._configs)).with_outputs(
             KeyMetricBatchRequests.WAITING, KeyMetricBatchRequests.REQUESTS, main="done"
         )
-        trigger = collect_trigger(
-            rows.pipeline, [key for key, _ in batch_metrics(self._configs)], "CollectMetricTrigger"
-        )
-        replies = (
+        endpoints = [(key, metric_scope(key), _model(metric)) for key, metric in batch_metrics(self._configs)]
+        trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectMetricTrigger")
+        grouped = (
             (keyed[KeyMetricBatchRequests.REQUESTS], trigger)
             | "WithTrigger" >> beam.Flatten()
-            | "AllMetricRequests" >> beam.GroupByKey()
-            | "RunMetricBatches" >> beam.ParDo(RunMetricBatches(self._configs, self._journal_dir, self._output))
+            | "MetricRequestsByShard" >> beam.GroupByKey()
+        )
+        configs, journal, output, params, run_id = (
+            self._configs,
+            self._journal_dir,
+            self._output,
+            self._params,
+            self._run_id,
+        )
+        replies = submit_then_collect(
+            grouped,
+            lambda collect: RunMetricBatches(configs, journal, output, params, run_id, collect),
+            "MetricBatches",
         )
         answered = (
             {"row": keyed[KeyMetricBatchRequests.WAITING], "replies": replies}

@@ -1,8 +1,11 @@
 """The Files and Batches endpoints of the stub server: OpenAI's Batch API, answered by the online reply logic.
 
-``POST /v1/files`` (multipart ``purpose=batch`` + ``file``), ``GET /v1/files/{id}``,
-``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches`` (the most recent
-first), ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; the same without ``/v1``.
+``POST /v1/files`` (multipart ``purpose=batch`` + ``file``), ``GET /v1/files`` (the most recent
+first, ``purpose``), ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``DELETE
+/v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches`` (the most recent first),
+``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; the same without ``/v1``. Both
+listings page as OpenAI's do: ``limit`` (default 20, at most 100) and ``after`` (the last
+id of the previous page), and say ``has_more``.
 A batch goes ``validating`` -> ``in_progress`` -> ``completed`` as time passes
 (``validating_s``, ``completion_s``), or ends ``failed``, ``expired`` or ``cancelled`` when
 ``BatchConfig.outcomes`` says so for it. When it completes, every line is answered by the
@@ -20,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +49,12 @@ class BatchConfig(BaseModel):
             ``completed``, ``failed`` (validation failed: no files), ``expired`` or
             ``cancelled`` (no line ran: every line is in the error file with
             ``batch_expired`` / ``batch_cancelled``). Batches past the list complete.
+        lose_uploads: the next this many ``POST /files`` store the file, then drop the
+            connection without a reply (a reply lost on the way back).
+        lose_creates: the same for the next ``POST /batches``: the batch exists, its id never arrives.
+        list_failures: the next this many ``GET /batches`` and ``GET /files`` listings answer 503.
+        duplicate_lines: every output line is followed by a second line for the same
+            ``custom_id`` with another answer, and the file ends with a line for an unknown id.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -52,6 +62,10 @@ class BatchConfig(BaseModel):
     validating_s: float = Field(default=0.0, ge=0)
     completion_s: float = Field(default=0.0, ge=0)
     outcomes: list[Literal["completed", "failed", "expired", "cancelled"]] = Field(default_factory=list)
+    lose_uploads: int = Field(default=0, ge=0)
+    lose_creates: int = Field(default=0, ge=0)
+    list_failures: int = Field(default=0, ge=0)
+    duplicate_lines: bool = False
 
 
 @dataclass
@@ -88,7 +102,15 @@ class BatchService:
         """Forget every file and batch and zero the counts (the config stays)."""
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> (purpose, filename, content)
         self.batches: dict[str, _Batch] = {}
-        self.counts = {"files_uploaded": 0, "batches_created": 0, "lines_answered": 0, "polls": 0, "downloads": 0}
+        self.counts = {
+            "files_uploaded": 0,
+            "batches_created": 0,
+            "lines_answered": 0,
+            "polls": 0,
+            "downloads": 0,
+            "listings": 0,
+            "cancels": 0,
+        }
 
     @staticmethod
     def owns(path: str) -> bool:
@@ -96,14 +118,19 @@ class BatchService:
         bare = path[3:] if path.startswith("/v1/") else path
         return bare.startswith(("/files", "/batches")) or path == "/_batches"
 
-    def handle(self, request: Request) -> Response:
-        """Answer one Files, Batches or ``/_batches`` control request."""
+    def handle(self, request: Request) -> Response | None:
+        """Answer one Files, Batches or ``/_batches`` control request; None drops the connection (a lost reply)."""
         if request.path == "/_batches":
             return self._control(request)
         parts = (request.path[3:] if request.path.startswith("/v1/") else request.path).strip("/").split("/")
         route = (request.method, parts[0], len(parts))
+        if route in (("GET", "files", 1), ("GET", "batches", 1)):
+            return self._listing(parts[0], request.query)
         if route == ("POST", "files", 1):
             return self._upload(request)
+        if route == ("DELETE", "files", 2) and parts[1] in self.files:
+            del self.files[parts[1]]
+            return json_response(200, {"id": parts[1], "object": "file", "deleted": True})
         if route == ("GET", "files", 2) and parts[1] in self.files:
             purpose, name, content = self.files[parts[1]]
             return json_response(200, self._file_object(parts[1], purpose, name, content))
@@ -112,9 +139,6 @@ class BatchService:
             return Response(200, self.files[parts[1]][2], content_type="application/jsonl")
         if route == ("POST", "batches", 1):
             return self._create(request.body)
-        if route == ("GET", "batches", 1):
-            recent = sorted(self.batches.values(), key=lambda b: b.created_at, reverse=True)[:100]
-            return json_response(200, {"object": "list", "data": [self._advance(b) for b in recent]})
         if route[:2] == ("GET", "batches") and parts[1] in self.batches and len(parts) == 2:
             self.counts["polls"] += 1
             return json_response(200, self._advance(self.batches[parts[1]]))
@@ -122,13 +146,46 @@ class BatchService:
             batch = self.batches[parts[1]]
             if batch.status not in ("completed", "failed", "expired", "cancelled"):
                 batch.cancel_requested = True
+                self.counts["cancels"] += 1
             return json_response(200, self._advance(batch))
         return json_response(404, error_body(404, f"no such file or batch: {request.method} {request.path}"))
+
+    def _listing(self, kind: str, query: str) -> Response:
+        """One page of files or batches, the most recent first (OpenAI's ``limit``/``after``/``has_more``)."""
+        self.counts["listings"] += 1
+        if self.config.list_failures:
+            self.config.list_failures -= 1
+            return json_response(503, error_body(503, "injected fault: the listing is unavailable"))
+        args = {name: values[-1] for name, values in parse_qs(query).items()}
+        limit = min(max(int(args.get("limit", "20")), 1), 100)
+        if kind == "files":
+            purpose = args.get("purpose")
+            found = [
+                self._file_object(file_id, *stored)
+                for file_id, stored in self.files.items()
+                if purpose is None or stored[0] == purpose
+            ]
+        else:
+            found = [self._advance(batch) for batch in self.batches.values()]
+        found.reverse()  # ids grow with time: the most recent first
+        ids = [item["id"] for item in found]
+        start = ids.index(args["after"]) + 1 if args.get("after") in ids else 0
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        first, last = (page[0]["id"], page[-1]["id"]) if page else (None, None)
+        return json_response(
+            200, {"object": "list", "data": page, "first_id": first, "last_id": last, "has_more": more}
+        )
 
     def _control(self, request: Request) -> Response:
         if request.method == "POST":
             try:
                 patch = json.loads(request.body or b"{}")
+                for batch_id in patch.pop("forget_batches", []):  # the provider no longer has them: 404
+                    self.batches.pop(batch_id, None)
+                if patch.pop("finish_existing", False):  # the batches created so far end at their next poll
+                    for batch in self.batches.values():
+                        batch.created_at -= self.config.completion_s
                 self.config = BatchConfig.model_validate({**self.config.model_dump(), **patch})
             except ValueError as exc:
                 return json_response(400, error_body(400, str(exc)))
@@ -146,7 +203,7 @@ class BatchService:
             },
         )
 
-    def _upload(self, request: Request) -> Response:
+    def _upload(self, request: Request) -> Response | None:
         fields = _multipart(request.headers.get("content-type", ""), request.body)
         if fields is None or "file" not in fields:
             return json_response(400, error_body(400, "expected multipart/form-data with 'purpose' and 'file'"))
@@ -157,9 +214,12 @@ class BatchService:
         file_id = f"file-{next(self._ids):06d}"
         self.files[file_id] = (purpose, name, content)
         self.counts["files_uploaded"] += 1
+        if self.config.lose_uploads:
+            self.config.lose_uploads -= 1
+            return None
         return json_response(200, self._file_object(file_id, purpose, name, content))
 
-    def _create(self, raw: bytes) -> Response:
+    def _create(self, raw: bytes) -> Response | None:
         try:
             body = json.loads(raw)
         except ValueError:
@@ -185,6 +245,9 @@ class BatchService:
         batch.counts["total"] = len(self._lines(batch))
         self.batches[batch.id] = batch
         self.counts["batches_created"] += 1
+        if self.config.lose_creates:
+            self.config.lose_creates -= 1
+            return None
         return json_response(200, self._advance(batch))
 
     def _lines(self, batch: _Batch) -> list[bytes]:
@@ -232,6 +295,8 @@ class BatchService:
             target_list.append(json.dumps(entry, separators=(",", ":")).encode())
         batch.counts["completed"] = len(output)
         batch.counts["failed"] = len(errors)
+        if output and self.config.duplicate_lines:
+            output = self._duplicated(output)
         if output:
             batch.output_file_id = self._store_output(f"{batch.id}_output.jsonl", output)
         if errors:
@@ -258,6 +323,25 @@ class BatchService:
         response = {"status_code": status, "request_id": f"req_{batch.id}_{number}", "body": reply}
         entry = {"id": f"batch_req_{batch.id}_{number}", "custom_id": custom_id, "response": response, "error": None}
         return ("output" if 200 <= status < 300 else "error"), entry
+
+    @staticmethod
+    def _duplicated(lines: list[bytes]) -> list[bytes]:
+        """Each output line followed by another answer for its ``custom_id``, then a line for an id never sent."""
+        doubled = []
+        for line in lines:
+            entry = json.loads(line)
+            body = entry["response"]["body"]
+            for choice in body.get("choices", []):
+                if isinstance(choice.get("message"), dict):
+                    choice["message"]["content"] = "a second, different answer"
+                elif "text" in choice:
+                    choice["text"] = "a second, different answer"
+            doubled += [line, json.dumps(entry, separators=(",", ":")).encode()]
+        if lines:
+            stray = json.loads(lines[-1])
+            stray["custom_id"] = "never-sent-0"
+            doubled.append(json.dumps(stray, separators=(",", ":")).encode())
+        return doubled
 
     def _store_output(self, name: str, lines: list[bytes]) -> str:
         file_id = f"file-{next(self._ids):06d}"

@@ -38,6 +38,7 @@ class Request:
         headers: header names lower-cased; a repeated header keeps its last value.
         body: the raw body (Content-Length bytes).
         keep_alive: whether the connection stays open after the answer.
+        query: the query string, without its ``?`` ("" when there is none).
     """
 
     method: str
@@ -45,6 +46,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    query: str = ""
 
 
 @dataclass(slots=True)
@@ -121,5 +123,5 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
     body = await reader.readexactly(length) if length else b""
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    path = target.split("?", 1)[0]
-    return Request(method.upper(), path, headers, body, keep_alive)
+    path, _, query = target.partition("?")
+    return Request(method.upper(), path, headers, body, keep_alive, query)

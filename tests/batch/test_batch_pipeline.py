@@ -43,12 +43,6 @@ def config_for(path: Path, server: ServerProcess, mode: str = "batch", **batch: 
     }
 
 
-@pytest.fixture
-def batch_server(clean_server: ServerProcess) -> ServerProcess:
-    clean_server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
-    return clean_server
-
-
 def scores_by_row(rows: list[dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
     return {r["row_index"]: (r["status"], r["output_text"], r["exact-match.exact-match"], r["f1.f1"]) for r in rows}
 
@@ -122,7 +116,7 @@ def test_wait_false_exits_75_then_resume_collects(batch_server, write_jsonl, run
     assert batch_server.batches()["batches_created"] == 4
     # The test server counts words as tokens: "question N please" is 3, and its echo too.
     expected = {"batches": 4, "requests": SMALL, "resubmitted": 0, "prompt_tokens": 3 * SMALL}
-    assert done.results["usage"]["batch"] == {**expected, "completion_tokens": 3 * SMALL}
+    assert done.results["usage"]["batch"] == {**expected, "completion_tokens": 3 * SMALL, "ignored_lines": 0}
     assert batch_server.stats()["requests"] == 0
     assert_no_request_in_two_batches(batch_server)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from beameval.config.batch import BatchSettings
-from beameval.inference.batch.client import BatchClient
+from beameval.inference.batch.client import BatchApiError, BatchClient
 from beameval.inference.batch.ledger import BatchLedger, FinishedBatch, metric_scope
 from beameval.inference.batch.lines import BatchRequest, parse_result_line, request_line, split_requests
 from beameval.inference.batch.runner import BatchRun, run_batches
@@ -144,6 +144,7 @@ def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) ->
         "live": 1,
         "prompt_tokens": 0,
         "completion_tokens": 0,
+        "ignored_lines": 0,
     }
     assert judge.load().usage() == {
         "batches": 1,
@@ -152,6 +153,7 @@ def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) ->
         "live": 0,
         "prompt_tokens": 7,
         "completion_tokens": 3,
+        "ignored_lines": 0,
     }
     # A record written before scopes existed (no "scope" in its uploaded events) is the target's.
     old = json.dumps(
@@ -159,3 +161,77 @@ def test_each_endpoint_reads_only_its_own_scope_of_the_record(tmp_path: Path) ->
     )
     (tmp_path / "batches" / "00000000000000000001-0000-uploaded.json").write_text(old)
     assert list(target.load().files) == ["file-0", "file-1"] and "file-0" not in judge.load().files
+
+
+def run_with(server: ServerProcess, ledger: BatchLedger, reqs: list[BatchRequest], retries: int) -> dict[str, Any]:
+    """``run_batches`` over ``reqs`` with a client that retries ``retries`` times; the answers by custom_id."""
+
+    async def go() -> dict[str, Any]:
+        http = HttpClient(2, 30.0)
+        try:
+            run = make_run(server, ledger, {}, http)
+            run.client = BatchClient(http, server.base_url, "", {}, max_retries=retries, sleep=no_sleep)
+            outcomes = await run_batches(run, reqs)
+        finally:
+            await http.aclose()
+        return {cid: o.body["choices"][0]["message"]["content"] for cid, o in outcomes.items() if o.body}
+
+    return asyncio.run(go())
+
+
+async def no_sleep(_seconds: float) -> None:
+    return None
+
+
+async def other_batches(server: ServerProcess, count: int) -> None:
+    """``count`` batches created after the crash (another run's): the lost one is no longer among the newest 100."""
+    http = HttpClient(2, 30.0)
+    try:
+        client = BatchClient(http, server.base_url, "", {}, max_retries=0)
+        file_id = await client.upload(request_line(requests(1)[0], ENDPOINT), "other.jsonl")
+        for _ in range(count):
+            await client.create(file_id, ENDPOINT, {})
+    finally:
+        await http.aclose()
+
+
+def test_a_lost_batch_behind_the_newest_100_is_found_on_a_later_page(clean_server, tmp_path: Path) -> None:
+    clean_server.batches(completion_s=0.0, validating_s=0.0, outcomes=[])
+    ledger = BatchLedger(str(tmp_path / "batches"))
+    reqs = requests(5)
+    asyncio.run(crash_after_upload(clean_server, ledger, reqs, create=True))
+    asyncio.run(other_batches(clean_server, 150))
+    answers = asyncio.run(resume(clean_server, ledger, reqs))
+    assert answers == {f"row-{i}-sample-0": f"q{i}" for i in range(5)}
+    state = clean_server.batches()
+    assert state["batches_created"] == 151  # attached to the lost batch: nothing created again
+    assert state["listings"] == 2  # two pages of 100 read
+    assert ledger.load().usage()["batches"] == 1
+
+
+def test_a_failed_listing_is_an_error_never_no_batch(clean_server, tmp_path: Path) -> None:
+    clean_server.batches(completion_s=0.0, validating_s=0.0, outcomes=[], list_failures=10)
+    ledger = BatchLedger(str(tmp_path / "batches"))
+    reqs = requests(5)
+    asyncio.run(crash_after_upload(clean_server, ledger, reqs, create=True))
+    with pytest.raises(BatchApiError, match="listing batches: .*503"):
+        run_with(clean_server, ledger, reqs, retries=2)
+    assert clean_server.batches()["batches_created"] == 1  # nothing submitted on a listing that failed
+    assert clean_server.batches()["listings"] == 3  # the listing was tried 1 + max_retries times
+    assert ledger.load().orphans() != []  # the upload is still waiting to be found
+    clean_server.batches(list_failures=0)
+    assert run_with(clean_server, ledger, reqs, retries=2) == {f"row-{i}-sample-0": f"q{i}" for i in range(5)}
+    assert clean_server.batches()["batches_created"] == 1
+
+
+@pytest.mark.parametrize("lost", ["lose_creates", "lose_uploads"])
+def test_a_creation_whose_reply_is_lost_is_looked_up_not_repeated(lost: str, clean_server, tmp_path: Path) -> None:
+    clean_server.batches(completion_s=0.0, validating_s=0.0, outcomes=[], **{lost: 1})
+    ledger = BatchLedger(str(tmp_path / "batches"))
+    reqs = requests(5)
+    assert run_with(clean_server, ledger, reqs, retries=2) == {f"row-{i}-sample-0": f"q{i}" for i in range(5)}
+    state = clean_server.batches()
+    assert (state["files_uploaded"], state["batches_created"]) == (1, 1)  # the lost one was found and used
+    assert state["lines_answered"] == 5
+    usage = ledger.load().usage()
+    assert (usage["batches"], usage["requests"], usage["resubmitted"]) == (1, 5, 0)

@@ -5,19 +5,20 @@ all or nothing (a torn file is skipped) and a remote file system shows each even
 it is closed; locally each file is fsync'd, and its folder too, before the run does
 anything else. File names sort in the order the events happened. Events:
 
-* ``uploaded``: ``{file_id, endpoint, scope, requests: [[custom_id, key], ...]}``, written after
+* ``uploaded``: ``{file_id, endpoint, requests: [[custom_id, key], ...]}``, written after
   ``POST /files`` and before ``POST /batches``, so a crash between the two leaves a file
   whose batch can be found again (by its ``input_file_id``) rather than paid twice;
 * ``created``: ``{batch_id, file_id}``, right after ``POST /batches`` answered;
 * ``finished``: ``{batch_id, status, ok: [custom_id...], failed: {custom_id: {status,
-  retryable, error}}, prompt_tokens, completion_tokens}``, after the batch's answers are
-  in the response journal (and synced): a finished batch is never collected again.
+  retryable, error}}, prompt_tokens, completion_tokens, ignored_lines}``, after the batch's
+  answers are in the response journal (and synced): a finished batch is never collected again.
 
 Several endpoints of one run can be in batch mode (the target, and an LLM judge that
 scores its answers later): each is a ``scope`` (``target``, ``metric:<key>``) of the one
-record, named in its ``uploaded`` events, and a ledger reads and plans only its own scope's
-files and batches, so the target's run never polls or collects a judge's batch. (Events
-written before scopes existed have none: they are the target's.)
+record. Every event names its scope and its provider endpoint (``url`` and ``model``), and
+a ledger reads only the events of its own scope and endpoint: file and batch ids are the
+provider's, so two endpoints may issue the same ids, and they never mix. (Events written
+before scopes existed have none: they are the target's; events without ``url`` match any.)
 
 ``LedgerState`` is what ``--resume`` plans from.
 """
@@ -71,13 +72,18 @@ class LineFailure:
 
 @dataclass(slots=True)
 class FinishedBatch:
-    """A batch whose answers have been collected."""
+    """A batch whose answers have been collected.
+
+    ``ignored_lines`` counts output lines that were not used: a second line for one
+    ``custom_id`` (the first is kept) or a line for an id the batch never held.
+    """
 
     status: str
     ok: set[str]
     failed: dict[str, LineFailure]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    ignored_lines: int = 0
 
 
 @dataclass(slots=True)
@@ -142,6 +148,7 @@ class LedgerState:
             "live": len(self.live()),
             "prompt_tokens": sum(done.prompt_tokens for done in self.finished.values()),
             "completion_tokens": sum(done.completion_tokens for done in self.finished.values()),
+            "ignored_lines": sum(done.ignored_lines for done in self.finished.values()),
         }
 
 
@@ -153,18 +160,36 @@ class BatchLedger:
         files: the file system (``LocalFiles`` for a local path).
         scope: the endpoint whose batches this ledger writes and reads (``TARGET_SCOPE``,
             ``metric_scope(key)``).
+        url: the provider endpoint's request URL, recorded with every id (None only to read
+            every endpoint of the scope: ``scope_usage``).
+        model: the model name sent to it, recorded beside the URL.
+        part: the share of the scope's requests this ledger plans (a stage that spreads its
+            requests over several keys names each key's part): its uploads are recorded
+            with it, and ``load`` skips the uploads of other parts, so a key reads only its
+            own files and batches. None reads every part.
 
     """
 
-    def __init__(self, directory: str, files: Files | None = None, scope: str = TARGET_SCOPE) -> None:
+    def __init__(
+        self,
+        directory: str,
+        files: Files | None = None,
+        scope: str = TARGET_SCOPE,
+        url: str | None = None,
+        model: str | None = None,
+        part: str | None = None,
+    ) -> None:
         self.directory = directory
         self.scope = scope
+        self.url = url
+        self.model = model
+        self.part = part
         self._files = files or LocalFiles()
         self._local = not is_remote(directory)
 
     def uploaded(self, file_id: str, endpoint: str, requests: Iterable[RequestId]) -> None:
         listed = [list(r) for r in requests]
-        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "scope": self.scope, "requests": listed})
+        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "part": self.part, "requests": listed})
 
     def created(self, batch_id: str, file_id: str) -> None:
         self._write("created", {"batch_id": batch_id, "file_id": file_id})
@@ -182,25 +207,58 @@ class BatchLedger:
                 "failed": failed,
                 "prompt_tokens": done.prompt_tokens,
                 "completion_tokens": done.completion_tokens,
+                "ignored_lines": done.ignored_lines,
             },
         )
 
     def load(self) -> LedgerState:
-        """Every event of this ledger's scope recorded so far; unreadable (torn) files are skipped."""
+        """Every event of this ledger's scope and endpoint recorded so far; unreadable (torn) files are skipped."""
+        groups = self._groups()
         state = LedgerState()
+        for (url, model), events in groups.items():
+            if self.url is None or url is None or (url, model) == (self.url, self.model):
+                for event in events:
+                    _apply(state, event)
+        return state.scoped(self.scope)
+
+    def scope_usage(self) -> dict[str, int]:
+        """``LedgerState.usage`` of every endpoint of this scope, summed (each endpoint's ids read apart)."""
+        total: dict[str, int] = {}
+        for events in self._groups().values():
+            state = LedgerState()
+            for event in events:
+                _apply(state, event)
+            for name, value in state.scoped(self.scope).usage().items():
+                total[name] = total.get(name, 0) + value
+        return total or LedgerState().usage()
+
+    def _groups(self) -> dict[tuple[str | None, str | None], list[dict[str, Any]]]:
+        """This scope's events by provider endpoint ``(url, model)``, in the order they happened."""
+        groups: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
         for path in self._files.match(self._files.join(self.directory, "*.json")):
             try:
                 with self._files.open(path) as handle:
                     event = json.loads(handle.read())
             except (OSError, ValueError):
                 continue
-            _apply(state, event)
-        return state.scoped(self.scope)
+            if not isinstance(event, dict):
+                continue
+            # Before ids were recorded with their endpoint, only uploads named a scope: an old batch
+            # event joins any scope, which keeps it only when it has one of that scope's files.
+            legacy = "url" not in event and event.get("event") != "uploaded"
+            other_part = self.part is not None and event.get("part") not in (None, self.part)
+            if other_part and event.get("event") == "uploaded":
+                continue  # another key's file (its batch events are dropped with it by ``scoped``)
+            if legacy or event.get("scope", TARGET_SCOPE) == self.scope:
+                groups.setdefault((event.get("url"), event.get("model")), []).append(event)
+        return groups
 
     def _write(self, kind: str, data: dict[str, Any]) -> None:
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}-{kind}.json"
         path = self._files.join(self.directory, name)
-        payload = json.dumps({"event": kind, "at": round(time.time(), 3), **data}, separators=(",", ":")).encode()
+        where = {"scope": self.scope, "url": self.url, "model": self.model}
+        text = json.dumps({"event": kind, "at": round(time.time(), 3), **where, **data}, separators=(",", ":"))
+        payload = text.encode()
         if not self._local:
             with self._files.create(path) as handle:  # visible, whole, once closed
                 handle.write(payload)
@@ -240,4 +298,5 @@ def _apply(state: LedgerState, event: Any) -> None:
             failed,
             int(event.get("prompt_tokens", 0)),
             int(event.get("completion_tokens", 0)),
+            int(event.get("ignored_lines", 0)),
         )

@@ -1,0 +1,188 @@
+"""Batch mode where features meet, end to end (the CLI on Beam's local runner, HTTP to real test servers).
+
+Two endpoints whose Batch APIs issue the same ids, output files with several lines for one
+``custom_id``, a provider that no longer has a batch or a file, a judge's price and exit code
+after ``wait: false``, and the run's budget: each leaked money or blocked ``--resume`` before.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from beameval.testserver.harness import ServerProcess
+from tests.batch.test_batch_judge import DATA, JUDGE, JUDGE_RULES, ROWS, assert_judged, judge_config
+from tests.batch.test_batch_pipeline import (
+    SMALL,
+    SMALL_DATA,
+    assert_complete,
+    assert_no_request_in_two_batches,
+    scores_by_row,
+    small_config,
+)
+
+#: The test server counts words as tokens: "question N please" is 3, and its echo too.
+TARGET_PRICE = {"input_per_million": 1.0, "output_per_million": 4.0, "batch_discount": 0.5}
+
+
+def two_endpoints(path: Path, target: ServerProcess, judge: ServerProcess, **batch: Any) -> dict[str, Any]:
+    """The target on one server and the judge on another, both in batch mode, both priced."""
+    config = judge_config(path, judge, target_mode="batch", **batch)
+    config["target"]["model"]["url"] = target.base_url
+    config["target"]["model"]["pricing"] = TARGET_PRICE
+    return config
+
+
+def batch_ids(server: ServerProcess) -> list[str]:
+    return sorted(b["id"] for b in server.batches()["batches"])
+
+
+def test_two_endpoints_issuing_the_same_ids_never_mix(write_jsonl, run_eval, tmp_path):
+    """Before: the target billed at full price; the first --resume published every row failed, the next
+    submitted the judge's batches again. And the judge's first --resume exited 1 while its batches ran."""
+    with ServerProcess() as target, ServerProcess() as judge:
+        for server in (target, judge):
+            server.batches(completion_s=600.0)
+        judge.configure(rules=JUDGE_RULES)
+        config = two_endpoints(write_jsonl(DATA), target, judge, wait=False)
+        out = tmp_path / "nightly"
+        first = run_eval(config, output=out)
+        assert first.code == 75, first.stderr
+        target.batches(finish_existing=True)  # the target's batches end; what is created next runs on
+        second = run_eval(config, "--resume", output=out)
+        assert second.code == 75, second.stderr  # the judge's batches are running: pending, not failed
+        assert "pending" in second.stderr and not (out / "results.json").exists()
+        assert batch_ids(target) == batch_ids(judge) and len(batch_ids(judge)) == 3  # the same ids on both
+        judge.batches(finish_existing=True)
+        done = run_eval(config, "--resume", output=out)
+        assert_judged(done)
+        for server in (target, judge):
+            state = server.batches()
+            assert (state["batches_created"], state["lines_answered"]) == (3, ROWS)  # nothing sent twice
+            assert server.stats()["requests"] == 0
+            assert_no_request_in_two_batches(server)
+        usage = done.results["usage"]
+        block = usage["batch"]
+        assert (block["batches"], block["requests"], block["resubmitted"]) == (3, ROWS, 0)
+        assert (block["prompt_tokens"], block["completion_tokens"]) == (3 * ROWS, 3 * ROWS)
+        judged = usage["metric_calls"]["by_metric"][JUDGE]["batch"]
+        assert (judged["batches"], judged["requests"], judged["resubmitted"]) == (3, ROWS, 0)
+        assert judged["prompt_tokens"] > 0 and judged["completion_tokens"] > 0
+        target_cost = (3 * ROWS * 1.0 + 3 * ROWS * 4.0) / 1e6 * 0.5
+        judge_cost = (judged["prompt_tokens"] * 2.0 + judged["completion_tokens"] * 8.0) / 1e6 * 0.5
+        cost = usage["cost_usd"]
+        assert math.isclose(cost["endpoints"]["target"], target_cost, abs_tol=1e-9)
+        assert math.isclose(cost["endpoints"][f"metric:{JUDGE}"], judge_cost, abs_tol=1e-9)
+        assert math.isclose(cost["batch_saving_usd"], target_cost + judge_cost, abs_tol=1e-9)
+
+
+def test_duplicated_output_lines_keep_the_first_and_bill_once(batch_server, write_jsonl, run_eval, tmp_path):
+    """Before: the last line won in the run and the first on --resume (1.0 vs 0.8), and tokens counted twice."""
+    batch_server.batches(duplicate_lines=True)  # each line twice (the second another answer), one unknown id
+    out = tmp_path / "dup"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server)
+    config["target"]["model"]["pricing"] = TARGET_PRICE
+    done = run_eval(config, output=out)
+    assert_complete(done)  # every row scored on the first line: the echo
+    usage = done.results["usage"]
+    assert usage["batch"] == {
+        "batches": 4,
+        "requests": SMALL,
+        "resubmitted": 0,
+        "prompt_tokens": 3 * SMALL,
+        "completion_tokens": 3 * SMALL,
+        "ignored_lines": SMALL + 4,  # a second line per request, and one unknown id per batch
+    }
+    assert math.isclose(usage["cost_usd"]["total"], (3 * SMALL * 1.0 + 3 * SMALL * 4.0) / 1e6 * 0.5, abs_tol=1e-9)
+    for finished in (out / "_responses" / "batches").glob("*-finished.json"):
+        finished.unlink()  # collected again on --resume, from the same files
+    resumed = run_eval(config, "--resume", output=out)
+    assert_complete(resumed)
+    assert scores_by_row(resumed.rows) == scores_by_row(done.rows)
+    assert batch_server.batches()["batches_created"] == 4
+
+
+def test_a_batch_the_provider_no_longer_has_is_sent_again(batch_server, write_jsonl, run_eval, tmp_path):
+    """Before: GET /batches/{id} answering 404 made every --resume exit 2."""
+    batch_server.batches(completion_s=600.0)
+    out = tmp_path / "forgotten"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    assert run_eval(config, output=out).code == 75
+    forgotten = batch_ids(batch_server)[0]
+    batch_server.batches(forget_batches=[forgotten], completion_s=0.0)
+    again = run_eval(config, "--resume", output=out)
+    assert again.code == 75, again.stderr  # its requests went into a new batch (wait: false polls once)
+    done = run_eval(config, "--resume", output=out)
+    assert_complete(done)
+    block = done.results["usage"]["batch"]
+    assert (block["batches"], block["requests"], block["resubmitted"]) == (5, SMALL, 50)
+    assert batch_server.batches()["lines_answered"] == SMALL
+
+
+def test_an_output_file_the_provider_no_longer_has_is_sent_again(batch_server, write_jsonl, run_eval, tmp_path):
+    """Before: GET /files/{id}/content answering 404 made every --resume exit 2."""
+    batch_server.batches(completion_s=600.0)
+    out = tmp_path / "lost-file"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    assert run_eval(config, output=out).code == 75
+    batch_server.batches(completion_s=0.0)
+    first = batch_ids(batch_server)[0]
+    with httpx.Client(base_url=batch_server.base_url) as provider:
+        output_file = provider.get(f"/batches/{first}").json()["output_file_id"]  # it completes now
+        assert provider.delete(f"/files/{output_file}").json()["deleted"] is True
+    again = run_eval(config, "--resume", output=out)
+    assert again.code == 75, again.stderr  # its requests went into a new batch (wait: false polls once)
+    done = run_eval(config, "--resume", output=out)
+    assert_complete(done)
+    block = done.results["usage"]["batch"]
+    assert (block["batches"], block["requests"], block["resubmitted"]) == (5, SMALL, 50)
+    assert batch_server.batches()["lines_answered"] == SMALL + 50  # the lost file's 50 answered again
+
+
+def test_a_batch_that_would_cross_the_budget_is_not_submitted(batch_server, write_jsonl, run_eval):
+    """Before: params.budget was ignored in batch mode (58 tokens spent against 10)."""
+    config = small_config(write_jsonl(SMALL_DATA), batch_server)
+    config["params"]["budget"] = {"max_tokens": 10}
+    refused = run_eval(config)
+    assert refused.code == 5, refused.stderr
+    assert (batch_server.batches()["files_uploaded"], batch_server.batches()["batches_created"]) == (0, 0)
+    assert refused.results["stopped"] == "budget" and refused.results["counts"]["skipped"] == SMALL
+
+    # Room for any two of the four batches, never three: a request is charged ceil(characters / 4) + 256.
+    batch_server.reset()
+    per_chunk = sorted(
+        sum(math.ceil(len(r["question"]) / 4) + 256 for r in SMALL_DATA[i : i + 50]) for i in range(0, SMALL, 50)
+    )
+    config["params"]["budget"] = {"max_tokens": per_chunk[-1] + per_chunk[-2]}
+    partial = run_eval(config)
+    assert partial.code == 5, partial.stderr
+    assert batch_server.batches()["batches_created"] == 2
+    counts = partial.results["counts"]
+    assert (counts["ok"], counts["skipped"]) == (100, 100)
+    assert partial.results["usage"]["budget"]["spent_tokens"] == 6 * 100
+
+
+def test_overwrite_never_abandons_live_batches(batch_server, write_jsonl, run_eval, tmp_path):
+    batch_server.batches(completion_s=600.0)
+    out = tmp_path / "live"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    assert run_eval(config, output=out).code == 75
+    first = batch_ids(batch_server)
+    refused = run_eval(config, "--overwrite", output=out)
+    assert refused.code == 2, refused.stderr
+    assert all(batch_id in refused.stderr for batch_id in first) and len(first) == 4
+    assert "--resume" in refused.stderr and "--cancel_batches" in refused.stderr
+    assert len(list((out / "_responses" / "batches").glob("*-created.json"))) == 4  # nothing deleted
+    assert (batch_server.batches()["batches_created"], batch_server.batches()["cancels"]) == (4, 0)
+
+    replaced = run_eval(config, "--overwrite", "--cancel_batches", output=out)
+    assert replaced.code == 75, replaced.stderr  # the new run's own batches, submitted
+    state = batch_server.batches()
+    assert (state["batches_created"], state["cancels"]) == (8, 4)
+    statuses = {b["id"]: b["status"] for b in state["batches"]}
+    assert [statuses[batch_id] for batch_id in first] == ["cancelled"] * 4
+    recorded = {p.read_text() for p in (out / "_responses" / "batches").glob("*-created.json")}
+    assert len(recorded) == 4 and not any(batch_id in text for batch_id in first for text in recorded)
