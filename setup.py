@@ -14,6 +14,8 @@ TEST = [
     "trustme>=1.0",
     "httpx>=0.27,<1",
     "wheel>=0.40",
+    # the test oracle of the retrieval metrics (trec_eval's own code); the metrics themselves are pure Python
+    "pytrec-eval-terrier>=0.5.6",
 ]
 
 setup(
