@@ -49,6 +49,7 @@ from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
 from pipeline.first_answer import FirstRow
+from transforms.read import read_beir_rows
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -104,6 +105,8 @@ def _first_rows(path: str, configured_format: str, count: int) -> tuple[int, lis
         The first readable row's ``row_index`` (its position, as ``ReadRows`` numbers it), and the rows.
     """
     fmt = detect_format(path, configured_format)
+    if fmt == "beir":
+        return 0, read_beir_rows(path)[:count]
     try:
         with FileSystems.open(path) as stream:
             if fmt == "parquet":

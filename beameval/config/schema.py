@@ -30,9 +30,18 @@ class DatasetConfig(Frozen):
     """Where the rows come from."""
 
     path: str
-    format: Literal["auto", "jsonl", "parquet", "csv"] = "auto"
+    #: ``beir``: ``path`` is a BEIR folder, one row per judged query (``beameval.retrieval.beir``).
+    format: Literal["auto", "jsonl", "parquet", "csv", "beir"] = "auto"
     #: A field that identifies each row (kept as the ``id`` column of rows/, and a natural --key for compare).
     id_field: str | None = None
+    #: With ``format: beir``: the judgements file ``qrels/<split>.tsv`` (None: ``test``).
+    split: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")] | None = None
+
+    @model_validator(mode="after")
+    def _split_needs_beir(self) -> DatasetConfig:
+        if self.split is not None and self.format != "beir":
+            raise ValueError("split applies to format: beir (a BEIR folder's qrels/<split>.tsv); remove it")
+        return self
 
 
 class EvalConfig(Frozen):
