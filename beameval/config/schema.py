@@ -93,12 +93,23 @@ class EvalConfig(Frozen):
                 "move the target into targets as {name: NAME, model: {...}}"
             )
         models = [self.target] if self.target is not None else list(self.targets or [])
-        if any(target.agent is None for target in models) and self.prompt_template is None:
+        if any(target.retrieval is not None for target in models) and not self._corpus_known(models):
+            raise ValueError(
+                "a retrieval target needs its corpus: set target.retrieval.corpus {path, format}, or read a BEIR "
+                "folder as the dataset (dataset.format: beir), whose corpus.jsonl is then searched"
+            )
+        if any(target.model is not None for target in models) and self.prompt_template is None:
             raise ValueError(
                 "prompt_template is required with a model target, e.g. "
                 "{messages: [{role: user, content: '{{ item.question }}'}]}"
             )
         return self
+
+    def _corpus_known(self, models: list[Any]) -> bool:
+        """Every retrieval target names its corpus, or the dataset is a BEIR folder that has one."""
+        return self.dataset.format == "beir" or all(
+            target.retrieval.corpus is not None for target in models if target.retrieval is not None
+        )
 
     def public_dump(self) -> dict[str, Any]:
         """The resolved config as JSON-ready data: every field of every section, and never a secret.
