@@ -54,12 +54,16 @@ class RerankerEndpoint(_Endpoint):
     """A reranker: NIM's ``POST /ranking`` or the hosted ``POST /rerank`` shape, chosen by ``api``.
 
     Attributes:
-        api: ``ranking``: ``{model, query: {text}, passages: [{text}], truncate}`` answered with
-            ``rankings: [{index, logit}]``; ``rerank``: ``{model, query, documents}`` answered with
-            ``results: [{index, relevance_score}]``.
+        api: the body's shape: ``ranking``: ``{model, query: {text}, passages: [{text}], truncate}``;
+            ``rerank``: ``{model, query, documents, top_n}``. Either reply shape is read
+            (``rankings: [{index, logit}]`` or ``results: [{index, relevance_score}]``).
+        path: the route after the URL's base; None: ``/ranking`` or ``/rerank`` by ``api``.
+            The hosted routes ``/ranking/<model>`` (``api: rerank``) and
+            ``/retrieval/<model>/reranking`` (``api: ranking``) are set here.
     """
 
     api: Literal["ranking", "rerank"] = "ranking"
+    path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_.~/\-]*$")] | None = None
 
 
 class CorpusConfig(Frozen):

@@ -101,7 +101,8 @@ def test_dense_retrieval_equals_numpy_and_scores_equal_pytrec_eval(
     folder: Path, clean_server, run_eval, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     store = tmp_path / "store"
-    result = run_eval({**config(folder, clean_server), "cache": {"path": str(store)}})
+    # Blocks of 5 documents: the search runs over 3 blocks and merges them.
+    result = run_eval({**config(folder, clean_server, max_corpus_in_memory=5), "cache": {"path": str(store)}})
     assert result.code == 0, result.stderr
     assert result.results["counts"] == {"rows": 5, "ok": 5, "errors": 0}
     expected = brute_force(folder, 5)
@@ -161,3 +162,22 @@ def test_the_reranker_reorders_the_first_stage(folder: Path, clean_server, run_e
     else:
         assert set(body) >= {"model", "query", "documents"} and isinstance(body["query"], str)
     assert clean_server.stats()["requests"] == 3 + 5 + 5  # passages, queries, one reranking per query
+
+
+@pytest.mark.slow
+def test_a_failed_query_fails_its_row_and_a_failed_corpus_batch_fails_the_run(
+    folder: Path, clean_server, run_eval
+) -> None:  # type: ignore[no-untyped-def]
+    clean_server.configure(rules=[{"match": "capital city of france", "status": 400}])
+    result = run_eval({**config(folder, clean_server), "params": {"ignore_request_failure": True}})
+    assert result.code == 0, result.stderr
+    assert result.results["counts"] == {"rows": 5, "ok": 4, "errors": 1}
+    (error,) = result.errors
+    assert error["phase"] == "sample_generation" and "embedding the query" in error["error"]
+    assert "HTTP 400" in error["error"]
+
+    clean_server.reset(config=True)
+    clean_server.configure(rules=[{"match": "Dataflow, Flink", "status": 400}])
+    failed = run_eval(config(folder, clean_server))
+    assert failed.code != 0
+    assert "embedding the corpus failed for documents 'd01'..'d05'" in failed.stderr

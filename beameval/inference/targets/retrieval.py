@@ -86,10 +86,10 @@ class EmbeddingsHandler(_JsonEndpoint):
 
 
 class RerankHandler(_JsonEndpoint):
-    """NIM ``POST <base>/ranking`` or hosted ``POST <base>/rerank`` (``reranker.api``)."""
+    """NIM ``POST <base>/ranking`` or hosted ``POST <base>/rerank`` (``reranker.api``; ``reranker.path`` for others)."""
 
     def __init__(self, target: RerankerEndpoint, api_key: str | None, truncate: str | None = "end") -> None:
-        super().__init__(target, "/ranking" if target.api == "ranking" else "/rerank", api_key)
+        super().__init__(target, target.path or ("/ranking" if target.api == "ranking" else "/rerank"), api_key)
         self.reranker = target
         self.truncate = "START" if truncate == "start" else "END" if truncate == "end" else "NONE"
 
@@ -112,10 +112,10 @@ class RerankHandler(_JsonEndpoint):
         return PreparedRequest(url=self.url, body=body, headers=self.headers)
 
     def parse(self, status: int, json_body: Any) -> dict[str, Any]:
-        field = "rankings" if self.reranker.api == "ranking" else "results"
+        field = "rankings" if isinstance(json_body, dict) and "rankings" in json_body else "results"
         entries = json_body.get(field) if isinstance(json_body, dict) else None
         if not isinstance(entries, list):
-            raise MalformedResponseError(f"it has no '{field}' list")
+            raise MalformedResponseError("it has no 'rankings' or 'results' list")
         scores: dict[int, float] = {}
         try:
             for entry in entries:
