@@ -200,8 +200,8 @@ def read_split(split: Split, offset: int, limit: int | None, digest: RecordsDige
         return
     stop = split.rows if limit is None else min(split.rows, limit - offset)
     if split.fmt == "beir":
-        for position, item in enumerate(read_beir_rows(split.path, digest.update)[:stop]):
-            yield _input_row(offset + position, item, None, None)
+        for position, query in enumerate(read_beir_rows(split.path, digest.update)[:stop]):
+            yield _input_row(offset + position, query, None, None)
         return
     if split.fmt == "parquet":
         with _reading(split.path), FileSystems.open(split.path) as stream:

@@ -15,7 +15,7 @@ which pulls a mean down for queries nothing could have answered).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from abc import abstractmethod
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -69,8 +69,6 @@ class _RetrievalMetric(Metric[RetrievalConfig]):
     label_outputs = (NAN_REASON,)
     #: the score name's prefix (``ndcg_cut`` gives ``ndcg_cut_10``).
     prefix: ClassVar[str]
-    #: the measure of one query at one cut-off.
-    measure: ClassVar[Callable[[Judged, int], float]]
 
     def __init__(self, config: RetrievalConfig) -> None:
         super().__init__(config)
@@ -80,9 +78,13 @@ class _RetrievalMetric(Metric[RetrievalConfig]):
     def output_names(self) -> list[str]:
         return [f"{self.prefix}_{k}" for k in self.config.k]
 
+    @abstractmethod
+    def measure(self, judged: Judged, k: int) -> float:
+        """The measure of one query (with at least one relevant document) at cut-off ``k``."""
+
     def values(self, judged: Judged) -> dict[str, float]:
         """This measure's scores for a query with at least one relevant document."""
-        return {f"{self.prefix}_{k}": type(self).measure(judged, k) for k in self.config.k}
+        return {f"{self.prefix}_{k}": self.measure(judged, k) for k in self.config.k}
 
     def score(self, ctx: MetricContext) -> dict[str, float | str]:
         context = ctx.template_context
@@ -104,7 +106,9 @@ class RetrievalNDCG(_RetrievalMetric):
     config_class = RetrievalNDCGConfig
 
     prefix = "ndcg_cut"
-    measure = staticmethod(ndcg_cut)
+
+    def measure(self, judged: Judged, k: int) -> float:
+        return ndcg_cut(judged, k)
 
 
 class RetrievalRecallConfig(RetrievalConfig):
@@ -118,7 +122,9 @@ class RetrievalRecall(_RetrievalMetric):
     config_class = RetrievalRecallConfig
 
     prefix = "recall"
-    measure = staticmethod(recall)
+
+    def measure(self, judged: Judged, k: int) -> float:
+        return recall(judged, k)
 
 
 class RetrievalPrecisionConfig(RetrievalConfig):
@@ -132,7 +138,9 @@ class RetrievalPrecision(_RetrievalMetric):
     config_class = RetrievalPrecisionConfig
 
     prefix = "P"
-    measure = staticmethod(precision)
+
+    def measure(self, judged: Judged, k: int) -> float:
+        return precision(judged, k)
 
 
 class RetrievalMAPConfig(RetrievalConfig):
@@ -146,7 +154,9 @@ class RetrievalMAP(_RetrievalMetric):
     config_class = RetrievalMAPConfig
 
     prefix = "map_cut"
-    measure = staticmethod(average_precision_cut)
+
+    def measure(self, judged: Judged, k: int) -> float:
+        return average_precision_cut(judged, k)
 
 
 class RetrievalMRRConfig(RetrievalConfig):
@@ -160,7 +170,9 @@ class RetrievalMRR(_RetrievalMetric):
     config_class = RetrievalMRRConfig
 
     prefix = "mrr_cut"
-    measure = staticmethod(reciprocal_rank)
+
+    def measure(self, judged: Judged, k: int) -> float:
+        return reciprocal_rank(judged, k)
 
     def output_names(self) -> list[str]:
         return ["recip_rank", *super().output_names()]
