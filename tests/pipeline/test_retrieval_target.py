@@ -181,3 +181,12 @@ def test_a_failed_query_fails_its_row_and_a_failed_corpus_batch_fails_the_run(
     failed = run_eval(config(folder, clean_server))
     assert failed.code != 0
     assert "embedding the corpus failed for documents 'd01'..'d05'" in failed.stderr
+
+
+def test_the_preflight_checks_the_query_template_and_the_reranker(folder: Path, clean_server, run_eval) -> None:  # type: ignore[no-untyped-def]
+    wrong_field = run_eval(config(folder, clean_server, query_template="{{ item.question }}"))
+    assert wrong_field.code == 2 and "question" in wrong_field.stderr
+    unreachable = {"url": "http://127.0.0.1:9/v1", "name": "r"}
+    no_reranker = run_eval(config(folder, clean_server, reranker=unreachable))
+    assert no_reranker.code == 2 and "target.retrieval.reranker" in no_reranker.stderr
+    assert clean_server.stats()["requests"] == 0  # nothing embedded before the checks failed
