@@ -190,3 +190,19 @@ def test_the_preflight_checks_the_query_template_and_the_reranker(folder: Path, 
     no_reranker = run_eval(config(folder, clean_server, reranker=unreachable))
     assert no_reranker.code == 2 and "target.retrieval.reranker" in no_reranker.stderr
     assert clean_server.stats()["requests"] == 0  # nothing embedded before the checks failed
+
+
+@pytest.mark.slow
+def test_two_retrievers_compared_in_one_run(folder: Path, clean_server, run_eval) -> None:  # type: ignore[no-untyped-def]
+    single = config(folder, clean_server)
+    dense = single["target"]["retrieval"]
+    reranker = {"url": clean_server.base_url, "name": "test-rerank"}
+    targets = [
+        {"name": "dense", "retrieval": dense},
+        {"name": "reranked", "retrieval": {**dense, "reranker": reranker}},
+    ]
+    result = run_eval({**{k: v for k, v in single.items() if k != "target"}, "targets": targets})
+    assert result.code == 0, result.stderr
+    for name in ("dense", "reranked"):
+        summary = json.loads((result.output / "targets" / name / "results.json").read_text())
+        assert summary["counts"] == {"rows": 5, "ok": 5, "errors": 0}
