@@ -16,7 +16,10 @@ from beameval.config.access import EndpointAccess
 from beameval.config.frozen import Frozen
 from beameval.core.validators import header_fields, http_url
 
-__all__ = ["CorpusConfig", "EmbeddingsEndpoint", "RerankerEndpoint", "RetrievalTarget"]
+__all__ = ["DEFAULT_DOCUMENT_TEMPLATE", "CorpusConfig", "EmbeddingsEndpoint", "RerankerEndpoint", "RetrievalTarget"]
+
+#: A document's text as the reference SDK sends it: "title text", or the text alone.
+DEFAULT_DOCUMENT_TEMPLATE = "{% if doc.title %}{{ doc.title }} {% endif %}{{ doc.text }}"
 
 
 class _Endpoint(EndpointAccess):
@@ -97,7 +100,7 @@ class RetrievalTarget(Frozen):
     top_k: Annotated[int, Field(ge=1, le=100_000)] = 100
     corpus: CorpusConfig | None = None
     query_template: str = "{{ item.text }}"
-    document_template: str = "{% if doc.title %}{{ doc.title }} {% endif %}{{ doc.text }}"
+    document_template: str = DEFAULT_DOCUMENT_TEMPLATE
     truncate: Literal["end", "start"] | None = "end"
     max_chars: Annotated[int, Field(ge=1)] = 65_535
     max_corpus_in_memory: Annotated[int, Field(ge=1)] = 200_000

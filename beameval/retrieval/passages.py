@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from beameval.config.retrieval import DEFAULT_DOCUMENT_TEMPLATE
 from beameval.core.errors import TemplateError
 from beameval.core.templates import Template, render_text
 from beameval.retrieval.beir import CorpusDocument
@@ -28,6 +29,8 @@ class Texts:
     ) -> None:
         self._query = Template(query_template, "query_template")
         self._document = Template(document_template, "document_template")
+        # The default template written as Python: a million Jinja renders cost more than the corpus's HTTP calls.
+        self._default_document = document_template == DEFAULT_DOCUMENT_TEMPLATE
         self._truncate = truncate
         self._max_chars = max_chars
 
@@ -45,8 +48,12 @@ class Texts:
         Raises:
             TemplateError: as for ``query``.
         """
-        context = {"doc": {"id": document.id, "title": document.title, "text": document.text}}
-        return self._cut(render_text(self._document, context, "document"), f"document {document.id!r}")
+        if self._default_document:
+            text = f"{document.title} {document.text}" if document.title else document.text
+        else:
+            context = {"doc": {"id": document.id, "title": document.title, "text": document.text}}
+            text = render_text(self._document, context, "document")
+        return self._cut(text, f"document {document.id!r}")
 
     def _cut(self, text: str, what: str) -> str:
         if len(text) <= self._max_chars:
