@@ -4,11 +4,11 @@
    by position (so a rerun builds the same requests, and the store answers them); each
    batch is one ``input_type: passage`` embeddings request (``retrieval_calls``).
 2. Each query row's text is one ``input_type: query`` request.
-3. Exact search: the document vectors are grouped into blocks of at most
-   ``max_corpus_in_memory`` (and 16,384) documents; every block scores every query
-   (the query vectors are a side input) and keeps each query's best; a CombineFn merges
-   the blocks' lists per query (``beameval.retrieval.search``). No worker holds more than
-   one block of document vectors.
+3. Exact search, with no shuffle of vectors: each worker gathers the corpus vectors it
+   received into a block of at most ``max_corpus_in_memory`` (and 16,384) documents,
+   scores every query against it (the query vectors are a side input), keeps each
+   query's best and drops the block; a CombineFn merges the blocks' lists per query
+   (``beameval.retrieval.search``). No worker holds more than one block of vectors.
 4. With a reranker, each query's first-stage documents are joined with their passages
    (a shuffle keyed by document id) and re-scored in one request per query.
 
@@ -26,6 +26,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.config.retrieval import RetrievalTarget
 from beameval.config.schema import EvalConfig
@@ -35,6 +36,7 @@ from beameval.inference.targets.retrieval import EmbeddingsHandler, RerankHandle
 from beameval.retrieval.beir import CORPUS_FILE, iter_corpus
 from beameval.retrieval.passages import Texts
 from beameval.retrieval.search import Hit, block_top_k, merge_top_k, unit_rows
+from transforms.async_calls import in_global_window
 from transforms.retrieval_calls import CallEndpoint, Endpoint
 
 __all__ = ["Retrieve", "TopKFn", "corpus_path"]
@@ -83,30 +85,57 @@ def _passages(batch: tuple[tuple[int, list[str]], dict[str, Any]]) -> Iterator[t
     yield from zip(ids, rendered["input"], strict=True)
 
 
-def _document_vectors(
-    answered: tuple[tuple[int, list[str]], EndpointReply], batch_size: int, block_docs: int
-) -> Iterator[tuple[int, tuple[list[str], np.ndarray]]]:
-    """A corpus batch's vectors under their block; a failed batch fails the run (its documents would be missing)."""
-    (number, ids), reply = answered
+def _document_vectors(answered: tuple[tuple[int, list[str]], EndpointReply]) -> tuple[list[str], np.ndarray]:
+    """A corpus batch's ids and vectors; a failed batch fails the run (its documents would be missing)."""
+    (_number, ids), reply = answered
     vectors = None if reply.sample is None else reply.sample.get("vectors")
     if reply.error is not None or vectors is None or len(vectors) != len(ids):
         cause = reply.error or f"{0 if vectors is None else len(vectors)} vectors for {len(ids)} documents"
         raise EndpointError(f"embedding the corpus failed for documents {ids[0]!r}..{ids[-1]!r}: {cause}")
-    yield number * batch_size // block_docs, (ids, np.asarray(vectors, dtype=np.float32))
+    return ids, np.asarray(vectors, dtype=np.float32)
 
 
-def _search_block(
-    block: tuple[int, Iterable[tuple[list[str], np.ndarray]]], k: int, queries: list[tuple[RowKey, np.ndarray]]
-) -> Iterator[tuple[RowKey, list[Hit]]]:
-    """Every query's best ``k`` documents of one block."""
-    parts = list(block[1])
-    ids = [doc_id for part_ids, _vectors in parts for doc_id in part_ids]
-    documents = unit_rows(np.concatenate([vectors for _ids, vectors in parts]))
-    del parts
-    if not queries:
-        return
-    keys = [key for key, _vector in queries]
-    yield from block_top_k(keys, np.stack([vector for _key, vector in queries]), ids, documents, k)  # type: ignore[misc]
+class _SearchBlocks(beam.DoFn):
+    """Corpus replies -> each query's best ``k`` of every block of ``block_docs`` documents this worker embedded.
+
+    The vectors never cross a shuffle: each worker gathers the batches it received into a
+    block, scores every query against it when it is full (and at the end of the bundle),
+    and forgets it; only the per-query lists go on to ``TopKFn``. The query vectors are the
+    side input; ``finish_bundle`` (which gets no side input) reuses the ones ``process`` saw.
+    """
+
+    def __init__(self, k: int, block_docs: int) -> None:
+        self._k = k
+        self._block_docs = block_docs
+
+    def start_bundle(self) -> None:
+        self._ids: list[str] = []
+        self._vectors: list[np.ndarray] = []
+        self._queries: tuple[list[RowKey], np.ndarray] | None = None
+
+    def process(
+        self, answered: tuple[tuple[int, list[str]], EndpointReply], queries: list[tuple[RowKey, np.ndarray]]
+    ) -> Iterator[tuple[RowKey, list[Hit]]]:
+        ids, vectors = _document_vectors(answered)
+        if self._queries is None:
+            keys = [key for key, _vector in queries]
+            self._queries = (keys, np.stack([vector for _key, vector in queries]) if queries else np.zeros((0, 1)))
+        self._ids += ids
+        self._vectors.append(vectors)
+        if len(self._ids) >= self._block_docs:
+            yield from self._search()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for element in self._search():
+            yield in_global_window(element)
+
+    def _search(self) -> Iterator[tuple[RowKey, list[Hit]]]:
+        if not self._ids or self._queries is None:
+            return
+        ids, documents = self._ids, unit_rows(np.concatenate(self._vectors))
+        self._ids, self._vectors = [], []
+        keys, queries = self._queries
+        yield from block_top_k(keys, queries, ids, documents, self._k)  # type: ignore[misc]
 
 
 class TopKFn(beam.CombineFn):  # type: ignore[misc]
@@ -307,18 +336,13 @@ class Retrieve(beam.PTransform):
             | "ReadCorpus" >> beam.FlatMap(_corpus_batches, target)
             | "SpreadBatches" >> beam.Reshuffle()
         )
-        blocks = (
-            batches
-            | "EmbedCorpus" >> CallEndpoint(embed, self._journal_dir, self._stored)
-            | "DocumentVectors" >> beam.FlatMap(_document_vectors, size, block_docs)
-            | "Blocks" >> beam.GroupByKey()
-        )
+        corpus = batches | "EmbedCorpus" >> CallEndpoint(embed, self._journal_dir, self._stored)
         split = rows | "QueryRequests" >> beam.ParDo(_QueryRequests(target)).with_outputs("rows", "requests", "done")
         replies = split.requests | "EmbedQueries" >> CallEndpoint(embed, self._journal_dir, self._stored)
         queries = replies | "QueryVectors" >> beam.FlatMap(_query_vector)
         hits = (
-            blocks
-            | "SearchBlocks" >> beam.FlatMap(_search_block, k, beam.pvalue.AsList(queries))
+            corpus
+            | "SearchBlocks" >> beam.ParDo(_SearchBlocks(k, block_docs), beam.pvalue.AsList(queries))
             | "TopK" >> beam.CombinePerKey(TopKFn(k))
         )
         first = (
