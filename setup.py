@@ -19,6 +19,8 @@ TEST = [
     "krippendorff>=0.8",  # krippendorff.alpha
     "statsmodels>=0.14",  # cohens_kappa's Fleiss-Cohen-Everitt interval
     "ppi-python>=0.2.3",  # ppi_mean_ci (Angelopoulos et al. 2023)
+    # the test oracle of the retrieval metrics (trec_eval's own code); the metrics themselves are pure Python
+    "pytrec-eval-terrier>=0.5.6",
 ]
 
 setup(

@@ -106,8 +106,8 @@ def first_answer(
         EndpointError: no usable answer (``send_first_request``).
     """
     target = config.target
-    if first is None or target is None or uses_batch_mode(config):
-        return None
+    if first is None or target is None or uses_batch_mode(config) or target.retrieval is not None:
+        return None  # a retrieval target's first answer needs the whole corpus embedded: no early request
     refuse_earlier_outputs(output, flags.overwrite, flags.resume)
     try:
         checked, _notes = check_row(first.item)  # the row as the run reads it

@@ -25,6 +25,7 @@ from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
 from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.render import RenderPrompts
+from transforms.retrieval import Retrieve
 from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
@@ -177,7 +178,9 @@ def _evaluate(
     stored = None if stored_shards is None else pipeline | "ReadResponses" >> ReadResponses(stored_shards)
     metric_calls = needs_metric_calls(config.metrics)
     joined = list(stored_shards or ())  # the send-time journal look-up skips what the join read
-    if config.target is not None:
+    if config.target is not None and config.target.retrieval is not None:  # search a corpus, not generate
+        generated = samples | "Retrieve" >> Retrieve(config, run_id, journal, stored)
+    elif config.target is not None:
         to_send = _to_send(samples, config, stored, rendered)
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)

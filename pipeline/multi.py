@@ -70,7 +70,7 @@ def run_targets(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
-    paths = list_dataset_files(config.dataset.path)
+    paths = list_dataset_files(config.dataset.path, config.dataset.format, config.dataset.split)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
     configs = {target.name: config.for_target(target) for target in config.targets}
     first_rows = {name: None if flags.skip_preflight else preflight(single, paths) for name, single in configs.items()}

@@ -48,8 +48,10 @@ from beameval.inference.probe import probe
 from beameval.inference.quota import endpoints_of, redis_password
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
+from beameval.inference.targets.retrieval import RerankHandler
 from beameval.metrics.base import EndpointMetric, MetricContext
 from pipeline.first_answer import FirstRow
+from transforms.read import read_beir_rows
 
 __all__ = ["FIRST_ROWS", "preflight"]
 
@@ -105,6 +107,8 @@ def _first_rows(path: str, configured_format: str, count: int) -> tuple[int, lis
         The first readable row's ``row_index`` (its position, as ``ReadRows`` numbers it), and the rows.
     """
     fmt = detect_format(path, configured_format)
+    if fmt == "beir":
+        return 0, read_beir_rows(path)[:count]
     try:
         with FileSystems.open(path) as stream:
             if fmt == "parquet":
@@ -130,6 +134,8 @@ def _render_first_row(config: EvalConfig, scorer: RowScorer, item: dict[str, Any
     if config.target is not None:
         if config.prompt_template is not None:
             Template(config.prompt_template, "prompt_template").render({**item, "item": item})
+        if config.target.retrieval is not None:
+            Template(config.target.retrieval.query_template, "query_template").render({**item, "item": item})
         return
     replies = {}
     for key, metric in scorer.metrics:
@@ -149,6 +155,9 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
         endpoints.append(
             (target_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key()))
         )
+        reranker = config.target.retrieval.reranker if config.target.retrieval is not None else None
+        if reranker is not None:
+            endpoints.append(("target.retrieval.reranker", reranker, RerankHandler(reranker, reranker.api_key())))
     for key, metric in scorer.metrics:
         if isinstance(metric, EndpointMetric):
             endpoints.append((f"metric '{key}'", metric.endpoint_access, metric.endpoint_handler()))

@@ -96,7 +96,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     limit = flags.limit if flags.limit is not None else config.params.limit_samples
     if limit is not None and limit < 1:
         raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
-    paths = list_dataset_files(config.dataset.path)
+    paths = list_dataset_files(config.dataset.path, config.dataset.format, config.dataset.split)
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
     first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing

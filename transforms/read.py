@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -38,11 +38,12 @@ from beameval.core.formats import (
 )
 from beameval.core.records import InputRow, RowFailure
 from beameval.core.sanitize import RowTooLarge, check_row, clean_text
+from beameval.retrieval.beir import QUERIES_FILE, qrels_file, query_rows, read_qrels, read_queries
 from transforms import NAMESPACE
 from transforms.guard import guarded
 from transforms.row_batches import RowBatch
 
-__all__ = ["FINGERPRINTS", "DatasetFingerprintFn", "ReadRows", "list_dataset_files"]
+__all__ = ["FINGERPRINTS", "DatasetFingerprintFn", "ReadRows", "list_dataset_files", "read_beir_rows"]
 
 
 class Split(NamedTuple):
@@ -54,12 +55,17 @@ class Split(NamedTuple):
     rows: int
 
 
-def list_dataset_files(pattern: str) -> list[str]:
+def list_dataset_files(pattern: str, fmt: str = "auto", split: str | None = None) -> list[str]:
     """The files matching a path or glob, sorted, on any Beam file system.
+
+    A BEIR folder (``fmt`` ``beir``) is one "file": its ``qrels/<split>.tsv``, from which
+    the reader finds ``queries.jsonl`` beside it.
 
     Raises:
         DatasetError: nothing matches, or the file system is unavailable.
     """
+    if fmt == "beir":
+        return [_beir_qrels_path(pattern, split or "test")]
     try:
         matches = FileSystems.match([pattern])[0].metadata_list
     except ValueError as exc:  # unknown scheme: the Beam extra is missing
@@ -89,6 +95,8 @@ def plan_splits(path: str, configured_format: str) -> list[Split]:
         DatasetError: the file cannot be opened or is not in its format (e.g. a corrupt Parquet file).
     """
     fmt = detect_format(path, configured_format)
+    if fmt == "beir":
+        return [Split(path, fmt, -1, len(read_beir_rows(path)))]
     with _reading(path):
         if fmt == "parquet":
             with FileSystems.open(path) as stream:
@@ -107,6 +115,40 @@ def _open_text_file(path: str) -> Iterator[Any]:
         return
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
         yield open_checked_gzip(raw, path)
+
+
+def _beir_qrels_path(folder: str, split: str) -> str:
+    """The qrels file of a BEIR folder, checked to exist with its ``queries.jsonl``.
+
+    Raises:
+        DatasetError: the folder lacks either file.
+    """
+    folder = folder.rstrip("/")
+    qrels = FileSystems.join(folder, *qrels_file(split).split("/"))
+    with _reading(folder):
+        missing = [path for path in (FileSystems.join(folder, QUERIES_FILE), qrels) if not FileSystems.exists(path)]
+    if missing:
+        raise DatasetError(
+            f"dataset path {folder!r} is not a BEIR folder for split {split!r}: {' and '.join(missing)} "
+            "missing (format: beir reads queries.jsonl and qrels/<split>.tsv; set dataset.split for another split)."
+        )
+    return qrels
+
+
+def read_beir_rows(qrels_path: str, sink: Callable[[bytes], None] | None = None) -> list[dict[str, Any]]:
+    """The rows of a BEIR folder named by its qrels file: one per judged query (``beameval.retrieval.beir``).
+
+    Args:
+        qrels_path: ``<folder>/qrels/<split>.tsv``; ``queries.jsonl`` is read from ``<folder>``.
+        sink: receives every byte read (the dataset fingerprint), queries first.
+    """
+    folder = qrels_path.rsplit("/qrels/", 1)[0]
+    queries_path = FileSystems.join(folder, QUERIES_FILE)
+    with _reading(queries_path), _open_text_file(queries_path) as stream:
+        queries = read_queries(stream if sink is None else hashing_reader(stream, sink), queries_path)
+    with _reading(qrels_path), _open_text_file(qrels_path) as stream:
+        qrels, lines = read_qrels(stream if sink is None else hashing_reader(stream, sink), qrels_path)
+    return query_rows(queries, qrels, lines, qrels_path)
 
 
 @contextmanager
@@ -157,6 +199,10 @@ def read_split(split: Split, offset: int, limit: int | None, digest: RecordsDige
     if limit is not None and offset >= limit:
         return
     stop = split.rows if limit is None else min(split.rows, limit - offset)
+    if split.fmt == "beir":
+        for position, query in enumerate(read_beir_rows(split.path, digest.update)[:stop]):
+            yield _input_row(offset + position, query, None, None)
+        return
     if split.fmt == "parquet":
         with _reading(split.path), FileSystems.open(split.path) as stream:
             table = read_parquet_table(stream, split.group).slice(0, stop)

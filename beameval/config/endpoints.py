@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from beameval.config.access import EndpointAccess
 from beameval.config.batch import BatchSettings
 from beameval.config.frozen import Frozen
+from beameval.config.retrieval import EmbeddingsEndpoint, RetrievalTarget
 from beameval.core.validators import header_fields, http_url
 
 __all__ = ["AgentTarget", "ModelTarget", "TargetConfig"]
@@ -64,21 +65,22 @@ class AgentTarget(EndpointAccess):
 
 
 class TargetConfig(Frozen):
-    """Exactly one of ``model`` or ``agent``."""
+    """Exactly one of ``model``, ``agent`` or ``retrieval``."""
 
     model: ModelTarget | None = None
     agent: AgentTarget | None = None
+    retrieval: RetrievalTarget | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TargetConfig:
-        if (self.model is None) == (self.agent is None):
-            raise ValueError("set exactly one of target.model or target.agent")
+        if [self.model, self.agent, self.retrieval].count(None) != 2:
+            raise ValueError("set exactly one of target.model, target.agent or target.retrieval")
         return self
 
     @property
-    def endpoint(self) -> ModelTarget | AgentTarget:
-        """Whichever of ``model`` or ``agent`` is set."""
-        endpoint = self.model or self.agent
+    def endpoint(self) -> ModelTarget | AgentTarget | EmbeddingsEndpoint:
+        """Whichever of ``model`` or ``agent`` is set; a retrieval target's embedding endpoint."""
+        endpoint = self.model or self.agent or (self.retrieval.embeddings if self.retrieval else None)
         assert endpoint is not None  # guaranteed by _exactly_one
         return endpoint
 

@@ -31,9 +31,18 @@ class DatasetConfig(Frozen):
     """Where the rows come from."""
 
     path: str
-    format: Literal["auto", "jsonl", "parquet", "csv"] = "auto"
+    #: ``beir``: ``path`` is a BEIR folder, one row per judged query (``beameval.retrieval.beir``).
+    format: Literal["auto", "jsonl", "parquet", "csv", "beir"] = "auto"
     #: A field that identifies each row (kept as the ``id`` column of rows/, and a natural --key for compare).
     id_field: str | None = None
+    #: With ``format: beir``: the judgements file ``qrels/<split>.tsv`` (None: ``test``).
+    split: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")] | None = None
+
+    @model_validator(mode="after")
+    def _split_needs_beir(self) -> DatasetConfig:
+        if self.split is not None and self.format != "beir":
+            raise ValueError("split applies to format: beir (a BEIR folder's qrels/<split>.tsv); remove it")
+        return self
 
 
 class EvalConfig(Frozen):
@@ -87,12 +96,23 @@ class EvalConfig(Frozen):
                 "move the target into targets as {name: NAME, model: {...}}"
             )
         models = [self.target] if self.target is not None else list(self.targets or [])
-        if any(target.agent is None for target in models) and self.prompt_template is None:
+        if any(target.retrieval is not None for target in models) and not self._corpus_known(models):
+            raise ValueError(
+                "a retrieval target needs its corpus: set target.retrieval.corpus {path, format}, or read a BEIR "
+                "folder as the dataset (dataset.format: beir), whose corpus.jsonl is then searched"
+            )
+        if any(target.model is not None for target in models) and self.prompt_template is None:
             raise ValueError(
                 "prompt_template is required with a model target, e.g. "
                 "{messages: [{role: user, content: '{{ item.question }}'}]}"
             )
         return self
+
+    def _corpus_known(self, models: list[Any]) -> bool:
+        """Every retrieval target names its corpus, or the dataset is a BEIR folder that has one."""
+        return self.dataset.format == "beir" or all(
+            target.retrieval.corpus is not None for target in models if target.retrieval is not None
+        )
 
     def public_dump(self) -> dict[str, Any]:
         """The resolved config as JSON-ready data: every field of every section, and never a secret.

@@ -54,7 +54,7 @@ class NamedTarget(TargetConfig):
 
     def as_target(self) -> TargetConfig:
         """The entry as a single-target run's ``target:``."""
-        return TargetConfig(model=self.model, agent=self.agent)
+        return TargetConfig(model=self.model, agent=self.agent, retrieval=self.retrieval)
 
 
 def check_target_names(targets: list[NamedTarget]) -> None:

@@ -240,8 +240,10 @@ async def send_first_request(
 
 
 def target_where(config: EvalConfig) -> str:
-    """The target's config path, for messages: ``target.model`` or ``target.agent``."""
+    """The target's config path, for messages: ``target.model``, ``target.agent`` or ``target.retrieval.embeddings``."""
     assert config.target is not None
+    if config.target.retrieval is not None:
+        return "target.retrieval.embeddings"
     return "target.model" if config.target.model is not None else "target.agent"
 
 

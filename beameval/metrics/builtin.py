@@ -7,6 +7,7 @@ from beameval.metrics import (  # noqa: F401
     llm_judge,
     number_check,
     remote,
+    retrieval,
     rouge,
     string_check,
     tool_calling,

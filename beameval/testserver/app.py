@@ -21,6 +21,8 @@ from beameval.testserver.replies import (
     error_body,
     prompt_text,
 )
+from beameval.testserver.retrieval import ROUTES as RETRIEVAL_ROUTES
+from beameval.testserver.retrieval import retrieval_reply
 from beameval.testserver.stats import Stats
 
 __all__ = ["StubServer", "format_retry_after"]
@@ -142,6 +144,8 @@ class StubServer:
             writer.close()
 
     async def _dispatch(self, request: Request) -> Response | None:
+        if request.path in RETRIEVAL_ROUTES:  # embeddings, ranking, rerank (beameval.testserver.retrieval)
+            return await retrieval_reply(self, request)
         kind = _INFERENCE.get(request.path)
         api_key = self.faults.config.api_key
         batch_api = self.batches.owns(request.path)

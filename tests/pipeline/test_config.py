@@ -49,7 +49,7 @@ def test_defaults_match_the_reference():
             "NAME of an environment",
         ),
         (with_(target={"model": MODEL}), "prompt_template is required"),
-        (with_(target={}), "exactly one of target.model or target.agent"),
+        (with_(target={}), "exactly one of target.model, target.agent or target.retrieval"),
     ],
 )
 def test_invalid_configs_name_the_key(data, expected):

@@ -7,6 +7,7 @@ from beameval.config.params import Params
 from beameval.inference.targets.agent import AgentHandler
 from beameval.inference.targets.base import TargetHandler
 from beameval.inference.targets.model import ModelHandler
+from beameval.inference.targets.retrieval import EmbeddingsHandler
 
 __all__ = ["make_handler"]
 
@@ -20,7 +21,7 @@ def make_handler(target: TargetConfig, params: Params, api_key: str | None) -> T
         api_key: the resolved key (never the env-var name), or None for no Authorization.
 
     Returns:
-        A ``ModelHandler`` or an ``AgentHandler``.
+        A ``ModelHandler``, an ``AgentHandler``, or a retrieval target's ``EmbeddingsHandler``.
 
     Raises:
         ConfigError: a JSONPath or a structured-output schema is invalid.
@@ -31,4 +32,6 @@ def make_handler(target: TargetConfig, params: Params, api_key: str | None) -> T
         return ModelHandler(target.model, params, api_key)
     if target.agent is not None:
         return AgentHandler(target.agent, api_key)
-    raise ValueError("the target config sets neither model nor agent")
+    if target.retrieval is not None:  # the per-row request: the query's embedding (transforms.retrieval)
+        return EmbeddingsHandler(target.retrieval.embeddings, api_key)
+    raise ValueError("the target config sets none of model, agent, retrieval")

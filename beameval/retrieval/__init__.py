@@ -1,0 +1,1 @@
+"""Retrieval evaluation's library: BEIR folders, passage text, exact top-k search."""
