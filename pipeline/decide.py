@@ -9,7 +9,8 @@ finishes, publishes complete outputs (rows/, results.json) and so the driver rea
 paired rows before it decides whether to pay for more, on every runner alike (local,
 portable, Dataflow), with nothing streaming or stateful; a crash between waves leaves a
 valid stopped run that ``--resume`` completes. The cost is a job's start-up per wave, which
-``decide.wave_rows`` amortises.
+``decide.wave_rows`` amortises. The final ``results.json`` counts every wave's requests
+and tokens as one run's (``pipeline.decide_usage``).
 
 After each wave the driver pairs the candidate's rows with the baseline's
 (``pipeline.decide_rows``) and applies ``beameval.compare.sequential.decide_wave``. On a
@@ -46,6 +47,7 @@ from pipeline.decide_outputs import finish_decision
 from pipeline.decide_rows import Side, paired_differences, read_side, skipped_in_waves
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_targets import run_decided_targets
+from pipeline.decide_usage import whole_run
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
@@ -103,7 +105,8 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=run_id)
     started = time.time()
     waves: list[dict[str, Any]] = []
-    verdict, results, budget_hit = None, {}, False
+    verdict, budget_hit = None, False
+    jobs: list[dict[str, Any]] = []  # each wave job's results document
     for number, end in enumerate(ends):
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
@@ -113,13 +116,17 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         handed = hand_off(first, flags.output) if number == 0 else HandOff()
         spent = spent_before(flags.output) if resume else (0.0, 0.0)
         wave = MarkDecided(int(row) for row in in_order[:end])
-        results = _run_wave(options, config, flags, run_id, paths, limit, shards, handed, spent, wave, store, started)
+        jobs.append(
+            _run_wave(options, config, flags, run_id, paths, limit, shards, handed, spent, wave, store, started)
+        )
         if number == 0:
-            _same_evaluation(results, baseline)
+            _same_evaluation(jobs[0], baseline)
         candidate = read_side(flags.output, [g[0] for g in gated if g[0] != OK_RATE])
         pairs = paired_differences(base, candidate, order, end)
         decision = decide_wave(sequential_scores(gated, groups, pairs, policy), level, last=end == ends[-1])
-        waves.append({"rows": end, "requests": (results.get("usage") or {}).get("requests"), "scores": decision.scores})
+        waves.append(
+            {"rows": end, "requests": (jobs[-1].get("usage") or {}).get("requests"), "scores": decision.scores}
+        )
         verdict = decision.verdict
         budget_hit = skipped_in_waves(candidate, order, end) > 0
         if verdict is None and budget_hit:  # the budget ran out inside the waves: nothing more can be sent
@@ -136,7 +143,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
         "requests_sent": sum(w["requests"] or 0 for w in waves),
         "waves": waves,
     }
-    return finish_decision(flags, results, block, baseline, order, policy, level, budget_hit)
+    return finish_decision(flags, whole_run(config, jobs), block, baseline, order, policy, level, budget_hit)
 
 
 def _first_row(base: Side, in_order: np.ndarray) -> FirstRow | None:

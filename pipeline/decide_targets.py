@@ -8,8 +8,9 @@ run). A decided candidate's rows freeze where it decided (later waves answer the
 journal and send nothing for it); the run stops when every candidate is decided, or after
 the last row. Each ``OUT/targets/NAME/`` is a run directory with ``eval_order`` and
 ``skip_reason`` in rows/ (a candidate's results.json carries its own ``decision``);
-``OUT/results.json`` is the leaderboard with ``decision`` (the overall verdict and one block
-per candidate), and ``OUT/comparison.json`` one entry per candidate.
+every target's results.json counts its requests over all the waves
+(``pipeline.decide_usage``); ``OUT/results.json`` is the leaderboard with ``decision`` (the
+overall verdict and one block per candidate), and ``OUT/comparison.json`` one entry per candidate.
 
 Unlike a single-target run, the preflight sends no request here (each target's first
 answer would be a paid request outside the waves' accounting); its free checks still run.
@@ -44,6 +45,7 @@ from pipeline.decide_dataset import row_count
 from pipeline.decide_outputs import COMPARISON_FILE
 from pipeline.decide_rows import add_order_columns, paired_differences, read_side
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
+from pipeline.decide_usage import whole_run, whole_run_info
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.graph import TargetBranch, build_targets_graph
 from pipeline.job import spent_before
@@ -101,7 +103,8 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     frozen: dict[str, int] = {}  # a decided candidate: the rows it decided on
     verdicts: dict[str, Verdict | None] = dict.fromkeys(candidates)
     waves: dict[str, list[dict[str, Any]]] = {name: [] for name in candidates}
-    per_target: dict[str, dict[str, Any]] = {}
+    jobs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}  # each target's results, wave by wave
+    infos: list[dict[str, Any]] = []
     gated: list[tuple[str, float, float]] = []
     groups: list[tuple[str, np.ndarray]] = []
     for number, end in enumerate(ends):
@@ -126,9 +129,9 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                     wave=wave,
                 )
             )
-        run_info = _run_wave(options, config, branches, paths, limit)
+        infos.append(_run_wave(options, config, branches, paths, limit))
         for branch in branches:
-            per_target[branch.name] = finish_run(
+            results = finish_run(
                 configs[branch.name],
                 branch.output,
                 branch.stage,
@@ -136,14 +139,16 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                 store,
                 paths,
                 started,
-                run_info,
+                infos[-1],
                 None,
                 spent[branch.name],
             )
+            jobs[branch.name].append(results)
         base_dir = target_dir(flags.output, base_name)
         if number == 0:
-            score_names = [n for n in RowScorer(config.metrics).score_names if n in score_ranges(per_target[base_name])]
-            gated = gated_scores(score_names, policy, score_ranges(per_target[base_name]))
+            ranges = score_ranges(jobs[base_name][0])
+            score_names = [n for n in RowScorer(config.metrics).score_names if n in ranges]
+            gated = gated_scores(score_names, policy, ranges)
             groups = group_members(config, read_side(base_dir, [], with_items=True), policy)
         measured = [name for name, _, _ in gated if name != OK_RATE]
         base = read_side(base_dir, measured)
@@ -159,6 +164,8 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                 verdicts[name], frozen[name] = decision.verdict, end
         if all(verdict is not None for verdict in verdicts.values()):
             break
+    per_target = {name: whole_run(configs[name], done) for name, done in jobs.items()}
+    run_info = whole_run_info(infos)
     return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order))
 
 
@@ -201,7 +208,8 @@ def _finish(
     for name, results in per_target.items():
         directory = target_dir(flags.output, name)
         add_order_columns(directory, order, DECIDED_MESSAGE)
-        if name == base_name:
+        if name == base_name:  # its usage now covers every wave
+            write_json_atomically(FileSystems.join(directory, RESULTS_FILE), results)
             continue
         verdict = verdicts[name] or INCONCLUSIVE
         blocks[name] = {

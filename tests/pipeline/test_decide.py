@@ -27,6 +27,7 @@ DATA = [
     {"question": f"q{i} {'red' if i % 2 else 'blue'}", "answer": f"q{i} {'red' if i % 2 else 'blue'}"}
     for i in range(ROWS)
 ]
+PRICING = {"input_per_million": 2.0, "output_per_million": 8.0}
 POLICY = {"scores": {"exact-match.exact-match": {"max_drop": 0.05}, "ok_rate": {"max_drop": 0.05}}}
 
 pytestmark = pytest.mark.slow
@@ -121,12 +122,21 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
 
 def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
     data, base, policy, history = baseline
-    config = _config(data, model_target(name="candidate-2"))
+    config = _config(data, model_target(name="candidate-2", pricing=PRICING))
     result = run_eval(config, "--decide", "--baseline", "latest", "--history", history, "--policy", str(policy))
     assert result.code == 0, result.stderr
-    decision = json.loads((result.output / "results.json").read_text())["decision"]
+    results = json.loads((result.output / "results.json").read_text())
+    decision = results["decision"]
     assert decision["verdict"] == "GO" and decision["rows_evaluated"] <= 0.4 * ROWS
-    assert clean_server.stats()["requests"] == decision["rows_evaluated"]
+    sent = clean_server.stats()["requests"]
+    assert sent == decision["rows_evaluated"]
+    # usage is the whole run's, every wave's job together (each prompt and answer is two words)
+    usage = results["usage"]
+    assert len(decision["waves"]) > 1 and results["run"]["waves"] == len(decision["waves"])
+    assert usage["requests"] == sent == decision["requests_sent"] and usage["cache"] == {"hits": 0, "misses": sent}
+    assert usage["prompt_tokens"] == usage["completion_tokens"] == 2 * sent and usage["latency_ms"]["count"] == sent
+    assert usage["cost_usd"]["total"] == pytest.approx((2.0 * 2 * sent + 8.0 * 2 * sent) / 1e6)
+    assert results["run"]["counters"]["requests"] == sent
     lows = [w["scores"][1]["cs_low"] for w in decision["waves"]]
     assert lows == sorted(lows) and lows[-1] >= -0.05  # the bounds narrowed wave by wave
     assert decision["baseline_run_id"] == json.loads((base / "results.json").read_text())["provenance"]["run_id"]
@@ -196,6 +206,11 @@ def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-de
         # the worse candidate stopped at its decision; the baseline went on as long as "same" needed it
         assert broken.stats()["requests"] == WAVE
         assert server.stats()["requests"] == 2 * same["rows_evaluated"]
+        usage = {  # each target's results.json counts its requests over every wave
+            name: json.loads((result.output / "targets" / name / "results.json").read_text())["usage"]["requests"]
+            for name in ("base", "worse", "same")
+        }
+        assert usage == {"base": same["rows_evaluated"], "worse": WAVE, "same": same["rows_evaluated"]}
         k = 2 * 2  # two candidates × (exact-match, ok_rate)
         assert worse["waves"][0]["scores"][0]["beta_high"] == pytest.approx(0.05 / k)
         rows = _rows(result.output / "targets" / "worse")
