@@ -15,7 +15,7 @@ def _rates(run: dict) -> list[float]:
 def test_inference_bench_smoke(tmp_path: Path) -> None:
     report_path = tmp_path / "inference.json"
     cmd = [sys.executable, "bench/inference.py", "--smoke", "--json", str(report_path)]
-    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(report_path.read_text())
     assert report["smoke"] is True and report["reference_sdk"] is None
