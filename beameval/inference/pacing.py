@@ -2,7 +2,8 @@
 
 One ``Pacer`` per endpoint and worker process (the engine's), under the adaptive
 concurrency limit: an attempt first passes the pacer, then takes a concurrency slot, so
-the endpoint is never driven past either. What it keeps:
+the endpoint is never driven past either (while no limit is known, no ``rate_limit``, no
+header read, no rate learnt, an attempt goes at once: no lock, no wait). What it keeps:
 
 * **The configured rate** (``rate_limit``): R/60/W requests and T/60/W tokens a second for
   each of W worker processes, as token buckets holding half a second of each rate (so
@@ -214,17 +215,11 @@ class Pacer:
         if self._budget is not None:
             await self._budget.reserve(charge.tokens, charge.usd)
         try:
-            if self._lock is None:
-                self._lock = asyncio.Lock()
-            async with self._lock:  # FIFO: one attempt at a time asks the buckets (and Redis)
-                while True:
-                    wait, source = await self._take(charge.tokens)
-                    if wait <= 0:
-                        break
-                    if source is not None and wait > self._max_wait:
-                        raise self._too_long(source, wait)
-                    self.waited_s += wait
-                    await asyncio.sleep(wait)
+            if self._unpaced():  # nothing limits the rate yet: no lock, no wait
+                if self._learnt is not None:
+                    self._learnt.sent(self._clock())
+            else:
+                await self._paced(charge.tokens)
         except BaseException:
             if self._budget is not None:
                 self._budget.settle(charge.tokens, charge.usd, 0, 0.0)
@@ -285,6 +280,31 @@ class Pacer:
 
     def _cost(self, prompt: float, completion: float) -> float:
         return 0.0 if self._pricing is None else self._pricing.cost(prompt, completion)
+
+    def _unpaced(self) -> bool:
+        """True when no limit is known (no bucket, no Redis) and no attempt waits: FIFO holds without the lock."""
+        learnt = self._learnt
+        return (
+            not self._advertised
+            and not self._configured
+            and self._shared is None
+            and (learnt is None or learnt.bucket is None)
+            and (self._lock is None or not self._lock.locked())
+        )
+
+    async def _paced(self, tokens: int) -> None:
+        """Wait until the buckets (and Redis) let one attempt of ``tokens`` go, and charge it."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # FIFO: one attempt at a time asks the buckets (and Redis)
+            while True:
+                wait, source = await self._take(tokens)
+                if wait <= 0:
+                    return
+                if source is not None and wait > self._max_wait:
+                    raise self._too_long(source, wait)
+                self.waited_s += wait
+                await asyncio.sleep(wait)
 
     async def _take(self, tokens: int) -> tuple[float, str | None]:
         """Charge one request and ``tokens`` if every limit allows it now (0), else the seconds to wait.
