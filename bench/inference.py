@@ -62,6 +62,8 @@ Usage::
     .venv/bin/python bench/inference.py --no-reference       # skip the reference SDK
     .venv/bin/python bench/inference.py --repeat 2           # best of 2 runs per measurement
     .venv/bin/python bench/inference.py --smoke              # tiny, every scenario, < 60 s, no reference
+    .venv/bin/python bench/inference.py --scenarios 1 --s1-latencies 200 --s1-rows 1000 --repeat 3
+                                                             # scenario 1 at 200 ms only, 1,000 rows per process
 
 ``--repeat N`` runs every measurement N times (interleaved, so slow phases of a shared
 machine hit both sides) and reports the best run of each side: the fastest, the lowest CPU
@@ -762,8 +764,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=8, help="JSONL files per dataset (the unit of parallelism)")
     parser.add_argument("--json", type=Path, default=None, help="where to write the JSON results")
     parser.add_argument("--keep-work", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--s1-rows", type=int, default=None, help="scenario 1: rows per worker process (8,000)")
+    parser.add_argument("--s1-latencies", default=None, help="scenario 1: comma-separated latencies in ms (100,200)")
     args = parser.parse_args(argv)
     sizes = dataclasses.replace(SMOKE if args.smoke else Sizes(), shards=max(1, args.shards))
+    if args.s1_rows is not None:
+        sizes.s1_rows_per_process = args.s1_rows
+    if args.s1_latencies is not None:
+        sizes.s1_latencies_ms = tuple(float(ms) for ms in args.s1_latencies.split(",") if ms.strip())
     scenarios = sorted({int(s) for s in args.scenarios.split(",") if s.strip()})
     ref_python: str | None = None
     sdk = None

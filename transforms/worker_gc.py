@@ -8,7 +8,10 @@ holds millions of long-lived objects (Beam, pydantic, pyarrow, the modules thems
   in flight, the test server's in-flight count fell from 60 to 11 for a quarter of a
   second, once or twice per run, about 2% of a 14 s run's throughput. ``gc.freeze`` moves
   those objects to a permanent generation that the collector no longer scans; collecting
-  first keeps today's garbage out of it.
+  the young generations first keeps today's garbage out of it. Not a full collection:
+  that walked the whole heap at every worker's setup (130-230 ms, before its first
+  request, while the other worker of a 2-process run was already sending) to find about
+  20 objects, which stay frozen instead.
 * A row is a handful of small containers, none of them cyclic, yet with CPython's default
   first threshold (700 allocations) a young collection ran about every 100 rows, and a full
   one every few hundred of those: 22-30% of an offline run's CPU over 3 * 10^5 rows, for
@@ -35,13 +38,13 @@ _lock = threading.Lock()  # a worker sets up DoFn instances on several threads a
 
 
 def freeze_startup_heap() -> None:
-    """Collect, freeze every object now tracked, raise the first threshold; later calls in the process do nothing."""
+    """Collect young garbage, freeze every object now tracked, raise the first threshold; later calls do nothing."""
     pid = os.getpid()
     with _lock:
         if pid in _frozen_in:
             return
         _frozen_in.add(pid)
-        gc.collect()
+        gc.collect(1)
         gc.freeze()
         young, middle, oldest = gc.get_threshold()
         gc.set_threshold(max(YOUNG_THRESHOLD, young), middle, oldest)

@@ -65,6 +65,7 @@ class RunBudget:
         self._limit_tokens = 0.0 if ledger is not None else max_tokens or 0.0
         self._limit_usd = 0.0 if ledger is not None else max_usd or 0.0
         self._endpoints: dict[str, list[int]] = {}  # requests, prompt and completion tokens, per endpoint label
+        self._counts_of: dict[str, list[int]] = {}  # endpoint_key -> its counts in _endpoints (no digest per reply)
         self.spent_tokens = 0.0
         self.spent_usd = 0.0
         self._reserved_tokens = 0.0
@@ -207,7 +208,9 @@ class RunBudget:
             if self._reserved_tokens < 1e-9 and self._reserved_usd < 1e-12:
                 self._reserved_tokens = self._reserved_usd = 0.0  # no float dust left to wait for
             if self._ledger is not None and (tokens or usd or prompt or completion):
-                counts = self._endpoints.setdefault(endpoint_label(endpoint), [0, 0, 0])
+                counts = self._counts_of.get(endpoint)
+                if counts is None:
+                    counts = self._counts_of[endpoint] = self._endpoints.setdefault(endpoint_label(endpoint), [0, 0, 0])
                 counts[0] += 1
                 counts[1] += prompt
                 counts[2] += completion

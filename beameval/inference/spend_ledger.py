@@ -82,7 +82,7 @@ class SpendLedger:
         name = f"spent-{invocation}-{os.getpid()}-{uuid.uuid4().hex[:8]}.log"
         self._log = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._write_lock = threading.Lock()
-        self._pending: bytes | None = None
+        self._pending: tuple[float, float, EndpointUsage] | None = None  # the last spend noted, not yet written
         self._written_at = 0.0
         self._timer: threading.Timer | None = None
         _OPEN.add(self)
@@ -117,9 +117,11 @@ class SpendLedger:
         A budget needs every settled reply on disk before the next request (``now``); usage
         alone can lose the last tenth of a second to a kill.
         """
-        line = json.dumps({"tokens": tokens, "usd": usd, "endpoints": endpoints}, separators=(",", ":")) + "\n"
+        # A copy, encoded when written: without a budget most replies are superseded by the next one
+        # within FLUSH_S, and encoding each as it was settled was most of a reply's ledger work.
+        snapshot = (tokens, usd, {label: counts[:] for label, counts in endpoints.items()})
         with self._write_lock:
-            self._pending = line.encode("ascii")
+            self._pending = snapshot
             wait = self._written_at + FLUSH_S - time.monotonic()
             if now or wait <= 0:
                 self._write()
@@ -148,7 +150,9 @@ class SpendLedger:
 
     def _write(self) -> None:
         if self._pending is not None and self._log >= 0:
-            os.write(self._log, self._pending)
+            tokens, usd, endpoints = self._pending
+            line = json.dumps({"tokens": tokens, "usd": usd, "endpoints": endpoints}, separators=(",", ":")) + "\n"
+            os.write(self._log, line.encode("ascii"))
             self._pending = None
             self._written_at = time.monotonic()
 

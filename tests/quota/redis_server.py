@@ -68,6 +68,10 @@ class RedisServer:
     def keys(self) -> list[str]:
         return sorted(key.decode() for key in self.admin().keys("*"))
 
+    def run_keys(self) -> list[str]:
+        """The keys runs drew from: every key but the one the preflight checks the scripts on."""
+        return [key for key in self.keys() if "{preflight}" not in key]
+
 
 @contextmanager
 def redis_server(directory: Path) -> Iterator[RedisServer]:

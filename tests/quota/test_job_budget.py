@@ -239,7 +239,7 @@ def test_a_judge_shared_by_two_targets_keeps_one_rate_limit(
         }
         result = run_eval(config, "--progress_interval", "0")
         stats = judge_server.stats()
-        keys = redis.keys()
+        keys = redis.run_keys()
     assert result.code == 0, result.stderr
     job = json.loads((result.output / "_responses" / "job.json").read_text())["id"]
     assert len(keys) == 1 and f"{{{job}:" in keys[0], keys  # one limit: the job's key for the judge's endpoint

@@ -217,8 +217,8 @@ def test_an_acl_user_named_in_the_url_draws_from_redis(
     result = run_eval(eval_config(write_jsonl, model_target, 12, acl_limit(acl_users, "evals")))
     assert result.code == 0, result.stderr
     assert result.results["counts"] == {"rows": 12, "ok": 12, "errors": 0}
-    run_id = result.results["provenance"]["run_id"]
-    assert f"beameval:rate:{{{run_id}:" in " ".join(acl_users.keys())  # the user's script ran in the workers
+    job = json.loads((result.output / "_responses" / "job.json").read_text())["id"]
+    assert f"beameval:rate:{{{job}:" in " ".join(acl_users.run_keys())  # the user's script ran in the workers
     outputs = result.stdout + result.stderr + (result.output / "results.json").read_text()
     assert "s3cret-pw" not in outputs
 

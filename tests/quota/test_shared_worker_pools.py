@@ -41,7 +41,7 @@ def test_external_worker_pools_share_one_rate_through_redis(
             f"--environment_config=localhost:{port}",
             f"--direct_num_workers={SDK_WORKERS}",
         )
-        keys = redis.keys()
+        keys = redis.run_keys()
     assert result.code == 0, result.stderr
     assert sum(_started_workers(logs)) == SDK_WORKERS  # the pools ran the workers
     assert result.results["counts"] == {"rows": 80, "ok": 80, "errors": 0}
