@@ -9,7 +9,9 @@ joins them with the rows' request keys in a bucketed hash join (one ``GroupByKey
 * target (here): ``KeyRequests`` builds each row's request from its rendered prompt,
   exactly as ``GenerateSamples`` does, and keys it; ``AnswerFromStore`` turns every row whose key
   has a usable stored response into a ``GeneratedRow`` marked ``cached`` and sends the
-  rest on to ``GenerateSamples``;
+  rest on to ``GenerateSamples``; with ``batched``, the hits of one join bucket travel on
+  as one ``RowBatch`` (``transforms.row_batches``), as offline rows do, and only the misses
+  one by one;
 * metric calls (LLM judge, remote scorer): ``metric_cache.LookupMetricResponses``.
 
 Nothing is loaded whole on any worker: a join bucket holds its share of the rows and of
@@ -40,6 +42,7 @@ from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
+from transforms.row_batches import RowBatch
 from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = [
@@ -121,6 +124,9 @@ def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tu
     return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
 
 
+_Joined = tuple[tuple[str | None, InputRow], StoredResponse | None]
+
+
 class _TargetRequests(beam.DoFn):
     """A DoFn that builds or parses the target's requests: the config and, once set up, its handler."""
 
@@ -158,7 +164,9 @@ class KeyRequests(_TargetRequests):
 class AnswerFromStore(_TargetRequests):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
-    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows.
+    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A list of
+    such pairs (a join bucket, ``JoinStored(batched=True)``) gives one ``RowBatch`` of its
+    hits and each miss on its own.
     """
 
     def setup(self) -> None:
@@ -166,18 +174,29 @@ class AnswerFromStore(_TargetRequests):
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
 
-    def process(
-        self, joined: tuple[tuple[str | None, InputRow], StoredResponse | None]
-    ) -> Iterator[InputRow | GeneratedRow]:
+    def process(self, joined: _Joined | list[_Joined]) -> Iterator[InputRow | GeneratedRow | RowBatch]:
+        if not isinstance(joined, list):
+            yield self._answer(joined)
+            return
+        hits = RowBatch()
+        for pair in joined:
+            answered = self._answer(pair)
+            if isinstance(answered, GeneratedRow):
+                hits.append(answered)
+            else:
+                yield answered
+        if hits:
+            yield hits
+
+    def _answer(self, joined: _Joined) -> InputRow | GeneratedRow:
         (digest, row), stored = joined
         sample = sample_from_stored(self._handler, stored)
         if sample is None:
             self._misses.inc()
-            yield row
-            return
+            return row
         self._hits.inc()
         info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
-        yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
+        return answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
 class LookupResponses(beam.PTransform):
@@ -186,18 +205,20 @@ class LookupResponses(beam.PTransform):
     Args:
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
+        batched: the hits travel as ``RowBatch`` lists (every stage after this one takes them).
     """
 
-    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any]) -> None:
+    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any], batched: bool = False) -> None:
         super().__init__()
         self._config = config
         self._stored = stored
+        self._batched = batched
 
     def expand(self, rows: beam.PCollection[InputRow]) -> beam.PCollection[Any]:
         return (
             rows
             | "KeyRequests" >> beam.ParDo(KeyRequests(self._config))
             | "Batch" >> beam.ParDo(BatchByBucket())
-            | "JoinResponses" >> JoinStored(self._stored)
+            | "JoinResponses" >> JoinStored(self._stored, self._batched)
             | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config))
         )
