@@ -17,8 +17,8 @@ from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
-from transforms.cache import LookupResponses
-from transforms.generate import STORED, GenerateSamples, passthrough_offline, repeat_row
+from transforms.cache import STORED, AnswerHits, LookupResponses
+from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_batch import BatchMetricCalls
 from transforms.metric_cache import LookupMetricResponses
 from transforms.metric_calls import CallMetricEndpoints, needs_metric_calls
@@ -188,11 +188,13 @@ def _evaluate(
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
             generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
-        elif batched:  # only the sent rows cross the checkpoint: the store's batches cost nothing to redo
+        elif batched:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
             generate = GenerateSamples(config, run_id, journal, handed, joined)
-            outputs = to_send | "GenerateSamples" >> beam.ParDo(generate).with_outputs(STORED, main="sent")
-            sent = outputs.sent | "CheckpointGenerated" >> beam.Reshuffle()
-            generated = (sent, outputs[STORED]) | "WithStored" >> beam.Flatten()
+            sent = to_send.misses | "GenerateSamples" >> beam.ParDo(generate)
+            checked = sent | "CheckpointGenerated" >> beam.Reshuffle()
+            generated = (
+                (checked, to_send[STORED]) | "WithStored" >> beam.Flatten() | "AnswerHits" >> beam.ParDo(AnswerHits())
+            )
         else:
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             generated = to_send | "GenerateSamples" >> beam.ParDo(generate) | "CheckpointGenerated" >> beam.Reshuffle()
@@ -242,7 +244,7 @@ def _to_send(
     them too; the rows it answered pass through GenerateSamples unsent. A single-target run
     renders after the spread, so its prompts never cross that shuffle (a multi-target run
     renders before its fan-out, ``rendered``: once for every target). ``batched``: the
-    store's hits travel on in row batches, as offline rows do.
+    store's hits leave by their own output (``LookupResponses``), the rows to send by ``misses``.
     """
     if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
         spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
