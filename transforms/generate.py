@@ -54,10 +54,7 @@ from transforms.guard import guarded, unexpected_failure
 from transforms.row_batches import RowBatch
 from transforms.worker_gc import freeze_startup_heap
 
-__all__ = ["STORED", "GenerateSamples", "passthrough_offline", "repeat_row"]
-
-#: The tagged output of the store's row batches, passed through unsent (``pipeline.graph`` checkpoints the rest).
-STORED = "stored"
+__all__ = ["GenerateSamples", "passthrough_offline", "repeat_row"]
 
 _NOT_SENT = "not sent: the run is stopping because another row failed (strict mode)"
 #: Runs (by id) whose strict-mode failure has been seen in this worker process.
@@ -158,10 +155,7 @@ class GenerateSamples(beam.DoFn):
         if self._journal is not None:
             self._journal.index.refresh()  # what other workers (a lost one too) recorded since the last bundle
 
-    def process(self, row: InputRow | GeneratedRow | RowBatch) -> Iterator[Any]:
-        if isinstance(row, list):  # rows answered from the store, in a batch (transforms.cache): no checkpoint
-            yield beam.pvalue.TaggedOutput(STORED, row)
-            return
+    def process(self, row: InputRow | GeneratedRow) -> Iterator[GeneratedRow]:
         if self._first_row is None:
             self._first_row = row_token(row.row_index, row.sample_index)
         if isinstance(row, GeneratedRow):  # answered from the response store (transforms.cache)
