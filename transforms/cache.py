@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import pickle
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -154,8 +156,17 @@ class StoredHits(list[_Hit]):
     """One join bucket's hits, pickled whole by Beam's coder (a list subclass is not coded item by item).
 
     Beam's own coding of a plain list writes each string as UTF-8, which a raw reply's lone
-    surrogate does not have (``answered_row`` cleans it later); pickle keeps it.
+    surrogate does not have (``answered_row`` cleans it later); pickle keeps it. Pickled, it
+    is compressed: the local runner holds every hit encoded until scoring reads them, and
+    replies of one model and rows of one dataset repeat most of their bytes.
     """
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return _unpacked_hits, (zlib.compress(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL), 1),)
+
+
+def _unpacked_hits(payload: bytes) -> StoredHits:
+    return StoredHits(pickle.loads(zlib.decompress(payload)))
 
 
 class _TargetRequests(beam.DoFn):

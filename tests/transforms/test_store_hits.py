@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from pathlib import Path
 
@@ -76,6 +77,14 @@ def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: P
         expected = [(i, True, bodies[i], ANSWERS[i], False) for i in range(3)]
         expected.append((3, True, bodies[3], "bad \ufffd here", True))  # cleaned, with a note, as a fresh reply
         assert_that(written, equal_to(expected), label="CheckRows")
+
+
+def test_stored_hits_pickle_compressed_and_whole():
+    hits = StoredHits([("ab" * 32, {"output_text": "bad \ud83d " * 50}, (0, {"q": "x"}, None))])
+    encoded = pickle.dumps(hits, pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(encoded)
+    assert type(back) is StoredHits and back == hits  # the lone surrogate survives
+    assert len(encoded) < len(pickle.dumps(list(hits), pickle.HIGHEST_PROTOCOL)) / 3
 
 
 def test_a_sent_row_passes_answer_hits_unchanged():
