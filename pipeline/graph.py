@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -182,13 +183,13 @@ def _evaluate(
         generated = samples | "Retrieve" >> Retrieve(config, run_id, journal, stored)
     elif config.target is not None:
         # The store's hits travel in row batches when every stage after the join takes them (as offline rows do).
-        batched = stored is not None and not metric_calls and not uses_batch_mode(config)
-        to_send = _to_send(samples, config, stored, rendered, batched)
+        in_batches = stored is not None and not metric_calls and not uses_batch_mode(config)
+        to_send = _to_send(samples, config, stored, rendered, in_batches)
         # A checkpoint after the paid calls: a later stage that fails (or a lost worker) never runs them again.
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
             generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
-        elif batched:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
+        elif in_batches:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             sent = to_send.misses | "GenerateSamples" >> beam.ParDo(generate)
             checked = sent | "CheckpointGenerated" >> beam.Reshuffle()
@@ -235,22 +236,23 @@ def _scores_offline(config: EvalConfig) -> bool:
 
 
 def _to_send(
-    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool, batched: bool
-) -> beam.PCollection:
+    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool, in_batches: bool
+) -> Any:
     """The samples on their way to the target: prompts rendered, spread over the workers or joined with the store.
 
     Spread rows over every worker before the slow stage: one file is read by one worker, but
     each worker process has its own `parallelism` requests in flight. The store's join spreads
     them too; the rows it answered pass through GenerateSamples unsent. A single-target run
     renders after the spread, so its prompts never cross that shuffle (a multi-target run
-    renders before its fan-out, ``rendered``: once for every target). ``batched``: the
-    store's hits leave by their own output (``LookupResponses``), the rows to send by ``misses``.
+    renders before its fan-out, ``rendered``: once for every target). ``in_batches``: the
+    store's hits go past GenerateSamples by their own output (``LookupResponses``), the rows
+    to send by ``misses``.
     """
     if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
         spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
-    return keyed | "LookupResponses" >> LookupResponses(config, stored, batched)
+    return keyed | "LookupResponses" >> LookupResponses(config, stored, in_batches)
 
 
 def _render(config: EvalConfig) -> beam.ParDo:
