@@ -6,7 +6,7 @@
    rows' requests, and the same rows are run online against an endpoint that does not
    exist (``127.0.0.1:9``) with ``--cache``: every request must be answered from the
    store (a miss would fail its row). Both are whole ``python -m pipeline.run`` commands;
-   the table gives wall time, the ratio (target <= 3) and the peak RSS of the process tree
+   the table gives wall time, the ratio (target <= 2) and the peak RSS of the process tree
    (target < 2 GiB), and checks both runs give the same exact-match mean. ``--repeat K``
    runs the pair K times, interleaved, and reports the median walls and the largest RSS.
 2. ``--kill N``: N rows against the project's test server at ``--latency-ms``; the run's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -17,7 +18,7 @@ from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
-from transforms.cache import LookupResponses
+from transforms.cache import STORED, AnswerHits, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_batch import BatchMetricCalls
 from transforms.metric_cache import LookupMetricResponses
@@ -181,14 +182,23 @@ def _evaluate(
     if config.target is not None and config.target.retrieval is not None:  # search a corpus, not generate
         generated = samples | "Retrieve" >> Retrieve(config, run_id, journal, stored)
     elif config.target is not None:
-        to_send = _to_send(samples, config, stored, rendered)
+        # The store's hits travel in row batches when every stage after the join takes them (as offline rows do).
+        in_batches = stored is not None and not metric_calls and not uses_batch_mode(config)
+        to_send = _to_send(samples, config, stored, rendered, in_batches)
+        # A checkpoint after the paid calls: a later stage that fails (or a lost worker) never runs them again.
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
             generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
+            generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
+        elif in_batches:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
+            generate = GenerateSamples(config, run_id, journal, handed, joined)
+            sent = to_send.misses | "GenerateSamples" >> beam.ParDo(generate)
+            checked = sent | "CheckpointGenerated" >> beam.Reshuffle()
+            generated = (
+                (checked, to_send[STORED]) | "WithStored" >> beam.Flatten() | "AnswerHits" >> beam.ParDo(AnswerHits())
+            )
         else:
             generate = GenerateSamples(config, run_id, journal, handed, joined)
-            generated = to_send | "GenerateSamples" >> beam.ParDo(generate)
-        # A checkpoint: a later stage that fails (or a lost worker) never runs the paid calls again.
-        generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
+            generated = to_send | "GenerateSamples" >> beam.ParDo(generate) | "CheckpointGenerated" >> beam.Reshuffle()
     elif metric_calls:
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
@@ -226,21 +236,23 @@ def _scores_offline(config: EvalConfig) -> bool:
 
 
 def _to_send(
-    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool
-) -> beam.PCollection:
+    samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool, in_batches: bool
+) -> Any:
     """The samples on their way to the target: prompts rendered, spread over the workers or joined with the store.
 
     Spread rows over every worker before the slow stage: one file is read by one worker, but
     each worker process has its own `parallelism` requests in flight. The store's join spreads
     them too; the rows it answered pass through GenerateSamples unsent. A single-target run
     renders after the spread, so its prompts never cross that shuffle (a multi-target run
-    renders before its fan-out, ``rendered``: once for every target).
+    renders before its fan-out, ``rendered``: once for every target). ``in_batches``: the
+    store's hits go past GenerateSamples by their own output (``LookupResponses``), the rows
+    to send by ``misses``.
     """
     if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
         spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
     keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
-    return keyed | "LookupResponses" >> LookupResponses(config, stored)
+    return keyed | "LookupResponses" >> LookupResponses(config, stored, in_batches)
 
 
 def _render(config: EvalConfig) -> beam.ParDo:

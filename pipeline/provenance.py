@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections import Counter
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from beameval.compare.identity import canonical_hash, eval_definition, models_se
 from beameval.core.records import GeneratedRow
 from pipeline.results import read_json
 from transforms.read import DatasetFingerprintFn
+from transforms.row_batches import rows_of
 
 __all__ = ["PROVENANCE_FILE", "build_provenance", "collect_provenance", "utc_iso"]
 
@@ -47,16 +50,17 @@ def collect_provenance(
         models = (
             generated
             | "ReplyModels" >> beam.FlatMap(_reply_models)
-            | "CountModels" >> beam.combiners.Count.PerElement()
+            | "CountModels" >> beam.CombinePerKey(sum)
             | "ModelsSeen" >> beam.combiners.ToList()
         )
     path = FileSystems.join(output, PROVENANCE_FILE)
     _ = fingerprint | "WriteProvenance" >> beam.Map(_write, path, beam.pvalue.AsSingleton(models))
 
 
-def _reply_models(row: GeneratedRow) -> list[tuple[str | None, str | None]]:
-    found = reply_models(row.sample) if row.sample else None
-    return [] if found is None else [found]
+def _reply_models(element: GeneratedRow | list[GeneratedRow]) -> Iterable[tuple[tuple[str | None, str | None], int]]:
+    """``(models, count)`` for the rows of a row or a batch (``transforms.row_batches``)."""
+    found = (reply_models(row.sample) if row.sample else None for row in rows_of(element))
+    return Counter(models for models in found if models is not None).items()
 
 
 def _write(dataset: dict[str, Any], path: str, models: list[tuple[tuple[str | None, str | None], int]]) -> None:

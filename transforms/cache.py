@@ -9,7 +9,9 @@ joins them with the rows' request keys in a bucketed hash join (one ``GroupByKey
 * target (here): ``KeyRequests`` builds each row's request from its rendered prompt,
   exactly as ``GenerateSamples`` does, and keys it; ``AnswerFromStore`` turns every row whose key
   has a usable stored response into a ``GeneratedRow`` marked ``cached`` and sends the
-  rest on to ``GenerateSamples``;
+  rest on to ``GenerateSamples``; with ``batched``, the hits of one join bucket leave by the
+  ``STORED`` output as one list, past generation and its checkpoint, and ``AnswerHits``
+  makes them one ``RowBatch`` (``transforms.row_batches``) for scoring, as offline rows travel;
 * metric calls (LLM judge, remote scorer): ``metric_cache.LookupMetricResponses``.
 
 Nothing is loaded whole on any worker: a join bucket holds its share of the rows and of
@@ -20,6 +22,9 @@ with it, the memory per bucket by a few bytes an entry).
 from __future__ import annotations
 
 import dataclasses
+import operator
+import pickle
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -40,10 +45,14 @@ from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
+from transforms.row_batches import RowBatch
 from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = [
+    "STORED",
     "AnswerFromStore",
+    "AnswerHits",
+    "StoredHits",
     "BeamFiles",
     "KeyRequests",
     "LookupResponses",
@@ -116,9 +125,48 @@ def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tu
         ValueError: the body holds NaN or Infinity.
 
     """
+    key, digest, _content = _keyed(prepared, secrets)
+    return key, digest
+
+
+def _keyed(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tuple[bytes, str, bytes]:
+    """``request_keys`` and the body as sent (the ``request`` column): one serialisation for all three."""
     content = wire_bytes(prepared)
     key = response_key_from_content(prepared.url, content, prepared.sample_index, prepared.headers, secrets)
-    return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content)
+    return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content), content
+
+
+#: The tagged output of ``AnswerFromStore`` with ``batched``: one list of a join bucket's hits.
+STORED = "stored"
+
+#: A row crosses the join as the tuple of its fields (``InputRow(*fields)`` again): a tuple pickles
+#: in about half the time of the dataclass, and every row is pickled into the join and out of it.
+_ROW_FIELDS = tuple(field.name for field in dataclasses.fields(InputRow))
+_row_fields = operator.attrgetter(*_ROW_FIELDS)
+_REQUEST = _ROW_FIELDS.index("request")
+#: A hit keeps the fields before ``prompt`` (the prompt is only needed to send the request).
+_HIT_FIELDS = _ROW_FIELDS.index("prompt")
+
+_Joined = tuple[tuple[str | None, tuple[Any, ...]], StoredResponse | None]
+#: A hit on its way past generation: ``(request_hash, parsed reply, the row's fields up to its prompt)``.
+_Hit = tuple[str, dict[str, Any], tuple[Any, ...]]
+
+
+class StoredHits(list[_Hit]):
+    """One join bucket's hits, pickled whole by Beam's coder (a list subclass is not coded item by item).
+
+    Beam's own coding of a plain list writes each string as UTF-8, which a raw reply's lone
+    surrogate does not have (``answered_row`` cleans it later); pickle keeps it. Pickled, it
+    is compressed: the local runner holds every hit encoded until scoring reads them, and
+    replies of one model and rows of one dataset repeat most of their bytes.
+    """
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return _unpacked_hits, (zlib.compress(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL), 1),)
+
+
+def _unpacked_hits(payload: bytes) -> StoredHits:
+    return StoredHits(pickle.loads(zlib.decompress(payload)))
 
 
 class _TargetRequests(beam.DoFn):
@@ -134,31 +182,32 @@ class _TargetRequests(beam.DoFn):
 
 
 class KeyRequests(_TargetRequests):
-    """InputRow -> ``(raw key, (request_hash, row))``.
+    """InputRow -> ``(raw key, (request_hash, row's fields))``.
 
     A row with no request (it failed to read, its prompt did not render) gets the key
     None, which no stored entry has, so it comes out of the join as a miss and
     ``GenerateSamples`` reports it as it always does: no second path is needed.
     """
 
-    def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, InputRow]]]:
+    def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, tuple[Any, ...]]]]:
         if row.failure is None and row.item is not None:
             try:
-                prepared = target_request(self._handler, row)
-                key, digest = request_keys(prepared)
+                key, digest, content = _keyed(target_request(self._handler, row))
             except (EvaluatorError, TypeError, ValueError):  # GenerateSamples fails the row with the full message
                 pass
             else:
-                row = dataclasses.replace(row, request=wire_bytes(prepared).decode("utf-8"))  # the rows/ column
-                yield key, (digest, row)
+                fields = _row_fields(row)  # with the request as sent (the rows/ column), the input left as it is
+                yield key, (digest, (*fields[:_REQUEST], content.decode("utf-8"), *fields[_REQUEST + 1 :]))
                 return
-        yield None, (None, row)
+        yield None, (None, _row_fields(row))
 
 
 class AnswerFromStore(_TargetRequests):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
-    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows.
+    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A list of
+    such pairs (a join bucket, ``JoinStored(batched=True)``) gives each miss on its own and
+    one list of its hits on the ``STORED`` output, still parsed replies (``AnswerHits``).
     """
 
     def setup(self) -> None:
@@ -166,38 +215,69 @@ class AnswerFromStore(_TargetRequests):
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
 
-    def process(
-        self, joined: tuple[tuple[str | None, InputRow], StoredResponse | None]
-    ) -> Iterator[InputRow | GeneratedRow]:
-        (digest, row), stored = joined
-        sample = sample_from_stored(self._handler, stored)
-        if sample is None:
-            self._misses.inc()
-            yield row
+    def process(self, joined: _Joined | list[_Joined]) -> Iterator[Any]:
+        if not isinstance(joined, list):
+            (digest, fields), stored = joined
+            sample = self._sample(stored)
+            row = InputRow(*fields)
+            yield row if sample is None else _answered(digest, sample, row)
             return
-        self._hits.inc()
-        info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
-        yield answered_row(row, sample, info)  # exactly what a fresh answer goes through
+        hits = StoredHits()
+        for (digest, fields), stored in joined:
+            sample = self._sample(stored)
+            if sample is None:
+                yield InputRow(*fields)
+            else:
+                assert digest is not None  # a row with a request hash has a key, the only way to a stored entry
+                hits.append((digest, sample, fields[:_HIT_FIELDS]))
+        if hits:  # tuples, dicts and strings, not dataclasses: the cheapest to carry to scoring
+            yield beam.pvalue.TaggedOutput(STORED, hits)
+
+    def _sample(self, stored: StoredResponse | None) -> dict[str, Any] | None:
+        sample = sample_from_stored(self._handler, stored)
+        (self._misses if sample is None else self._hits).inc()
+        return sample
+
+
+class AnswerHits(beam.DoFn):
+    """A list of ``AnswerFromStore``'s hits -> one ``RowBatch`` of cached GeneratedRows; a sent row passes through."""
+
+    def process(self, element: GeneratedRow | StoredHits) -> Iterator[GeneratedRow | RowBatch]:
+        if not isinstance(element, StoredHits):
+            yield element
+            return
+        yield RowBatch([_answered(digest, sample, InputRow(*fields)) for digest, sample, fields in element])
+
+
+def _answered(digest: str | None, sample: dict[str, Any], row: InputRow) -> GeneratedRow:
+    info = InferenceInfo(attempts=0, http_status=200, request_hash=digest, cached=True)
+    return answered_row(row, sample, info)  # exactly what a fresh answer goes through
 
 
 class LookupResponses(beam.PTransform):
     """InputRow -> cached ``GeneratedRow``s for the hits and the ``InputRow``s still to send, in one PCollection.
 
+    With ``batched``, the outputs instead: ``misses`` (the InputRows to send) and ``STORED``
+    (lists of hits, for ``AnswerHits`` after the generation checkpoint).
+
     Args:
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
+        batched: the hits travel in lists (every stage after generation takes row batches).
     """
 
-    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any]) -> None:
+    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any], batched: bool = False) -> None:
         super().__init__()
         self._config = config
         self._stored = stored
+        self._batched = batched
 
-    def expand(self, rows: beam.PCollection[InputRow]) -> beam.PCollection[Any]:
+    def expand(self, rows: beam.PCollection[InputRow]) -> Any:
+        answer = beam.ParDo(AnswerFromStore(self._config))
         return (
             rows
             | "KeyRequests" >> beam.ParDo(KeyRequests(self._config))
             | "Batch" >> beam.ParDo(BatchByBucket())
-            | "JoinResponses" >> JoinStored(self._stored)
-            | "AnswerFromStore" >> beam.ParDo(AnswerFromStore(self._config))
+            | "JoinResponses" >> JoinStored(self._stored, self._batched)
+            | "AnswerFromStore" >> (answer.with_outputs(STORED, main="misses") if self._batched else answer)
         )

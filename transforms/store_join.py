@@ -186,6 +186,15 @@ class BatchByBucket(beam.DoFn):
         self._held = 0
 
 
+def _probe_batch(
+    bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]],
+) -> Iterator[list[tuple[Any, StoredResponse | None]]]:
+    """One bucket's batches -> one list of ``_probe``'s pairs (none when the bucket holds no request)."""
+    pairs = list(_probe(bucket))
+    if pairs:
+        yield pairs
+
+
 def _probe(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[tuple[Any, StoredResponse | None]]:
     """One bucket's batches -> ``(value, chosen entry or None)`` for every request in it."""
     _bucket, batches = bucket
@@ -213,16 +222,19 @@ class JoinStored(beam.PTransform):
 
     Args:
         stored: the store's and journal's entries (``ReadResponses``).
+        batched: emit one list of those pairs per bucket instead (the rows then travel in
+            batches, ``transforms.row_batches``).
     """
 
-    def __init__(self, stored: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> None:
+    def __init__(self, stored: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]], batched: bool = False) -> None:
         super().__init__()
         self._stored = stored
+        self._batched = batched
 
     def expand(self, requests: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> beam.PCollection[Any]:
         return (
             (requests, self._stored)
             | "Both" >> beam.Flatten()
             | "ByBucket" >> beam.GroupByKey()
-            | "Probe" >> beam.FlatMap(_probe)
+            | "Probe" >> beam.FlatMap(_probe_batch if self._batched else _probe)
         )
