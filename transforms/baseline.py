@@ -47,7 +47,7 @@ def _own(row: GeneratedRow) -> GeneratedRow:
 
 def _attach(joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[GeneratedRow]:
     _token, groups = joined
-    answer = next(iter(groups["baseline"]), {})
+    answer: dict[str, Any] = next(iter(groups["baseline"]), {})
     for row in groups["row"]:
         yield dataclasses.replace(row, baseline=answer)
 

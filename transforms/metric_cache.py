@@ -32,7 +32,7 @@ __all__ = ["LookupMetricResponses", "endpoint_metrics", "row_token"]
 
 def endpoint_metrics(configs: Sequence[MetricConfig]) -> list[tuple[str, EndpointMetric[Any]]]:
     """The run's endpoint metric calls (LLM judge, remote) with their call keys, freshly built."""
-    found = []
+    found: list[tuple[str, EndpointMetric[Any]]] = []
     for key, config in zip(metric_keys(configs), configs, strict=True):
         if issubclass(metric_class(config.type), EndpointMetric):
             metric = resolve(config, key)

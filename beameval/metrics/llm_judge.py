@@ -178,7 +178,7 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
     def endpoint_settings(self) -> EndpointSettings:
         return EndpointSettings(self.config.parallelism, self.config.max_retries, self.config.request_timeout)
 
-    def endpoint_calls(self) -> tuple[EndpointMetric[LLMJudgeConfig], ...]:
+    def endpoint_calls(self) -> tuple[EndpointMetric[Any], ...]:
         """Itself, and for a pairwise judge the call with the answers swapped (``<key>.swapped``)."""
         return (self, SwappedOrder(self)) if self.config.pairwise else (self,)
 

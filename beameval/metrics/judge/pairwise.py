@@ -181,7 +181,7 @@ def pairwise_results(metrics: Sequence[tuple[str, Any]], summary: Mapping[str, A
         counts = (summary.get("labels") or {}).get(f"{key}.{PREFERENCE}.label") or {}
         flips = (summary.get("scores") or {}).get(f"{key}.{FLIP}") or {}
         judged = int(flips.get("count") or 0)
-        rate, flipped = flips.get("mean"), flips.get("sum")
+        flipped = _finite(flips.get("sum")) if judged else None  # the flips are 0/1: their sum is exact
         records.append(
             {
                 "score": f"{key}.{PREFERENCE}",
@@ -189,12 +189,12 @@ def pairwise_results(metrics: Sequence[tuple[str, Any]], summary: Mapping[str, A
                 "ties": int(counts.get("tie", 0)),
                 "losses": int(counts.get("loss", 0)),
                 "judged": judged,
-                "position_flips": round(flipped) if judged and _finite(flipped) else 0,
-                "position_flip_rate": rate if judged and _finite(rate) else None,
+                "position_flips": 0 if flipped is None else round(flipped),
+                "position_flip_rate": None if flipped is None else flipped / judged,
             }
         )
     return records
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
