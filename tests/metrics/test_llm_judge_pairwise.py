@@ -92,11 +92,11 @@ def test_each_row_is_asked_in_both_orders_through_two_calls() -> None:
 
 
 def test_a_custom_template_gets_the_answers_in_each_order() -> None:
-    template = {"messages": [{"role": "user", "content": "{{ item.question }}|{{ answer_a }}|{{ answer_b }}"}]}
-    first, swapped = pairwise(prompt_template=template).endpoint_calls()
+    content = "{{ item.question }}|{{ answer_a }}|{{ answer_b }}|{{ baseline.output_text }}"
+    first, swapped = pairwise(prompt_template={"messages": [{"role": "user", "content": content}]}).endpoint_calls()
     row = ctx("mine", "theirs")
-    assert first.build_request(row).body["messages"][0]["content"] == "Q|mine|theirs"
-    assert swapped.build_request(row).body["messages"][0]["content"] == "Q|theirs|mine"
+    assert first.build_request(row).body["messages"][0]["content"] == "Q|mine|theirs|theirs"
+    assert swapped.build_request(row).body["messages"][0]["content"] == "Q|theirs|mine|theirs"
 
 
 def test_the_verdict_counts_only_when_both_orders_agree() -> None:
