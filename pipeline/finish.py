@@ -75,7 +75,12 @@ def finish_run(
     """
     journal = f"{output.rstrip('/')}/{JOURNAL_DIR}"
     target = batch_usage(journal) if uses_batch_mode(config) else None
-    judged = {key: batch_usage(journal, metric_scope(key)) for key, _ in batch_metrics(config.metrics)}
+    judged: dict[str, dict[str, int]] = {}
+    for key, _ in batch_metrics(config.metrics):  # a pairwise judge's swapped order counts as its judge's
+        found = batch_usage(journal, metric_scope(key))
+        mine = judged.setdefault(key.partition(".")[0], dict.fromkeys(found, 0))
+        for name, value in found.items():
+            mine[name] = mine.get(name, 0) + value
     scopes = [usage for usage in (target, *judged.values()) if usage is not None]
     if sum([usage.pop("live") for usage in scopes]):
         raise BatchesPending(_pending_message(scopes, output))

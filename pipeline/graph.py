@@ -17,6 +17,7 @@ from beameval.inference.first_request import HandedReply
 from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
+from transforms.baseline import Baseline, needs_baseline
 from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
 from transforms.cache import STORED, AnswerHits, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
@@ -113,7 +114,8 @@ def build_targets_graph(
     """
     read = ReadRows(paths, config.dataset.format, limit)
     samples = _read(pipeline, config, read)
-    scored = [(read.fingerprints, samples) | branch.name >> _Branch(branch) for branch in branches]
+    baseline = Baseline() if needs_baseline(config.metrics) else None  # pairwise judges: the first target's answers
+    scored = [(read.fingerprints, samples) | branch.name >> _Branch(branch, baseline) for branch in branches]
     # One progress line for the run, counting the first target's rows (every target scores each row once).
     _progress(pipeline, scored[0], branches[0].run_id, read, limit)
 
@@ -121,9 +123,10 @@ def build_targets_graph(
 class _Branch(beam.PTransform):  # type: ignore[misc]
     """One target's stages, nested under its name so the labels of every branch are distinct."""
 
-    def __init__(self, branch: TargetBranch) -> None:
+    def __init__(self, branch: TargetBranch, baseline: Baseline | None = None) -> None:
         super().__init__()
         self._branch = branch
+        self._baseline = baseline
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> beam.PCollection:
         fingerprints, samples = inputs
@@ -140,6 +143,7 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
             branch.stage,
             branch.handed,
             rendered=True,
+            baseline=self._baseline,
         )
 
 
@@ -167,10 +171,12 @@ def _evaluate(
     stage: str | None,
     handed: HandedReply | None = None,
     rendered: bool = False,
+    baseline: Baseline | None = None,
 ) -> beam.PCollection:
     """Generate, score, write and summarise ``samples`` for ``config``'s target; return the scored rows.
 
     ``rendered``: the samples' prompts were rendered before (a multi-target run's fan-out).
+    ``baseline``: the first target's answers, which a pairwise judge compares each row with.
     """
     pipeline = samples.pipeline
     written = stage or output
@@ -203,6 +209,8 @@ def _evaluate(
         generated = samples | "NoTarget" >> beam.Map(passthrough_offline)
     else:  # offline scoring: ScoreRows passes each row through itself (one step less per row)
         generated = samples
+    if baseline is not None:  # before the judge's store look-up: its requests show both answers
+        generated = baseline.attach(generated)
     if metric_calls:
         if stored is not None:
             generated = generated | "LookupMetricResponses" >> LookupMetricResponses(config.metrics, stored)

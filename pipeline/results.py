@@ -11,6 +11,7 @@ from beameval.core.durable import write_atomically
 from beameval.core.redaction import redact_urls
 from beameval.core.scoring import RowScorer
 from beameval.judges.calibration import judge_results
+from beameval.metrics.judge.pairwise import pairwise_results
 from beameval.stats.corpus import corpus_result
 from beameval.stats.ranges import clip_to_range
 from beameval.stats.rubric import rubric_result
@@ -41,11 +42,13 @@ def build_results(
         for group in summary.get("groups", [])
     ]
     agreement, _ = judge_results(scorer.metrics, summary.get("corpus", {}), level)
+    pairwise = pairwise_results(scorer.metrics, summary)  # win/tie/loss and position_flip_rate per pairwise judge
     return {
         "status": "completed",
         "counts": _counts(summary["counts"], repeats),
         "aggregate_scores": {"scores": _scores(summary, scorer, level)},
         **({"judge_agreement": agreement} if agreement else {}),
+        **({"pairwise": pairwise} if pairwise else {}),
         **({"groups": groups} if config_dump.get("statistics", {}).get("group_by") else {}),
         "usage": summary["usage"],
         "run": run_info,

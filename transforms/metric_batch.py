@@ -81,11 +81,11 @@ class KeyMetricBatchRequests(beam.DoFn):
             yield row
             return
         replies = dict(row.metric_responses or {})  # the store's and journal's answers are already there
-        ctx = MetricContext(row.item, row.sample)
+        ctx = MetricContext(row.item, row.sample, baseline=row.baseline)
         token = row_token(row)
         requests = []
         for key, metric in self._metrics:
-            if key in replies:
+            if key in replies or not metric.needs_call(ctx):
                 continue
             prepared = build_metric_request(metric, ctx)
             if isinstance(prepared, EndpointReply):  # the request cannot be built: the row fails in scoring

@@ -31,13 +31,13 @@ __all__ = ["LookupMetricResponses", "endpoint_metrics", "row_token"]
 
 
 def endpoint_metrics(configs: Sequence[MetricConfig]) -> list[tuple[str, EndpointMetric[Any]]]:
-    """The run's endpoint metrics (LLM judge, remote) with their metric keys, freshly built."""
-    found = []
+    """The run's endpoint metric calls (LLM judge, remote) with their call keys, freshly built."""
+    found: list[tuple[str, EndpointMetric[Any]]] = []
     for key, config in zip(metric_keys(configs), configs, strict=True):
         if issubclass(metric_class(config.type), EndpointMetric):
             metric = resolve(config, key)
             assert isinstance(metric, EndpointMetric)
-            found.append((key, metric))
+            found.extend((call.key, call) for call in metric.endpoint_calls())  # a pairwise judge: both orders
     return found
 
 
@@ -59,8 +59,10 @@ class _KeyMetricRequests(beam.DoFn):
         token = row_token(row)
         yield token, row
         failed = row.failure is not None or row.item is None
-        ctx = MetricContext(row.item or {}, row.sample)
+        ctx = MetricContext(row.item or {}, row.sample, baseline=row.baseline)
         for metric_key, metric in () if failed else self._endpoints:
+            if not metric.needs_call(ctx):
+                continue
             try:
                 key = prepared_key(metric.build_request(ctx), row.sample_index, metric.endpoint_handler().secrets)
             except Exception:  # noqa: BLE001 - CallMetricEndpoints builds it again and reports the failure

@@ -152,7 +152,9 @@ class CallMetricEndpoints(beam.DoFn):
             )
             twin = resolve(config, key)
             assert isinstance(twin, EndpointMetric)
-            endpoints.append(_Endpoint(key, metric, handler, engine, settings.max_retries, twin))
+            # Each call of the metric (a pairwise judge's two orders) shares its engine and handler.
+            for call, twin_call in zip(metric.endpoint_calls(), twin.endpoint_calls(), strict=True):
+                endpoints.append(_Endpoint(call.key, call, handler, engine, settings.max_retries, twin_call))
         self._endpoints = endpoints
         self._redactors = {e.key: Redactor(e.metric.endpoint_access.secret_values()) for e in endpoints}
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
@@ -181,10 +183,10 @@ class CallMetricEndpoints(beam.DoFn):
             yield row
             return
         calls = _RowCalls(row, dict(row.metric_responses or {}))  # replies from the store are already there
-        ctx = MetricContext(row.item, row.sample)
+        ctx = MetricContext(row.item, row.sample, baseline=row.baseline)
         submitted = []
         for endpoint in self._endpoints:
-            if endpoint.key in calls.replies:
+            if endpoint.key in calls.replies or not endpoint.metric.needs_call(ctx):
                 continue
             prepared = build_metric_request(endpoint.metric, ctx)
             if isinstance(prepared, EndpointReply):

@@ -108,6 +108,18 @@ class EvalConfig(Frozen):
             )
         return self
 
+    @model_validator(mode="after")
+    def _pairwise_needs_targets(self) -> EvalConfig:
+        pairwise = [key for key, m in zip(metric_keys(self.metrics), self.metrics, strict=True) if _pairwise(m)]
+        if pairwise and len(self.targets or []) < 2:
+            raise ValueError(
+                f"metric {pairwise[0]!r} has pairwise: true, which compares each target's answer with the first "
+                "target's (the baseline); it needs targets: with at least two entries, the baseline first "
+                "(move target into targets as {name: NAME, model: {...}} and add the model to compare), "
+                "or remove pairwise"
+            )
+        return self
+
     def _corpus_known(self, models: list[Any]) -> bool:
         """Every retrieval target names its corpus, or the dataset is a BEIR folder that has one."""
         return self.dataset.format == "beir" or all(
@@ -133,6 +145,11 @@ class EvalConfig(Frozen):
         """
         params = self.params.model_copy(update=target.params.overrides())
         return self.model_copy(update={"target": target.as_target(), "targets": None, "params": params})
+
+
+def _pairwise(metric: MetricConfig) -> bool:
+    """A pairwise judge: it needs a first target to compare with (``llm-judge`` ``pairwise: true``)."""
+    return bool(getattr(metric, "pairwise", False))
 
 
 def _without_headers(data: Any) -> Any:

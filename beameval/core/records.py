@@ -138,7 +138,11 @@ class CallUsage:
                 usage.cache_hits += 1
             elif reply.attempts:
                 usage.record(reply.attempts, reply.prompt_tokens, reply.completion_tokens)
-                usage.by_metric[key] = [1, reply.prompt_tokens or 0, reply.completion_tokens or 0]
+                # A pairwise judge's swapped call (``<key>.swapped``) counts as its judge's.
+                counts = usage.by_metric.setdefault(key.partition(".")[0], [0, 0, 0])
+                counts[0] += 1
+                counts[1] += reply.prompt_tokens or 0
+                counts[2] += reply.completion_tokens or 0
         return usage
 
     def record(self, attempts: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
@@ -194,6 +198,8 @@ class GeneratedRow:
     metric_responses: dict[str, EndpointReply] | None = None
     notes: list[str] = field(default_factory=list)
     sample_index: int = 0
+    #: The first target's sample of this row, for a pairwise judge (``transforms.baseline``); None without one.
+    baseline: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -77,7 +77,7 @@ class RowScorer:
         labels: dict[str, str] = {}
         failure = row.failure
         corpus = None
-        ctx = None if row.item is None else MetricContext(row.item, row.sample, row.metric_responses)
+        ctx = None if row.item is None else MetricContext(row.item, row.sample, row.metric_responses, row.baseline)
         if failure is None and ctx is not None:
             failure = self._score_metrics(ctx, scores, labels)
             if failure is None and self._corpus_metrics:

@@ -3,7 +3,8 @@
 A judge that disagrees with people turns a release gate into noise with a p-value, so a
 judge score is trusted only when both runs report it ``calibrated`` in ``judge_agreement``.
 The judges are found in each run's recorded config (``type: llm-judge``, their score names
-keyed as the run keyed them); a judge without ``calibration:`` is not calibrated.
+keyed as the run keyed them, a pairwise judge's ``preference`` included); a judge without
+``calibration:`` is not calibrated.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from beameval.core.scoring import metric_keys
 from beameval.judges.calibration import MIN_LABELLED
+from beameval.metrics.judge.pairwise import PREFERENCE
 
 __all__ = ["judge_score_names", "uncalibrated_judges"]
 
@@ -29,12 +31,18 @@ def judge_score_names(results: Mapping[str, Any]) -> list[str]:
     metrics = [m for m in ((results.get("config") or {}).get("metrics") or []) if isinstance(m, Mapping)]
     keys = metric_keys([_Recorded(str(m.get("type")), m.get("name")) for m in metrics])
     return [
-        f"{key}.{score['name']}"
+        f"{key}.{name}"
         for key, metric in zip(keys, metrics, strict=True)
         if metric.get("type") == "llm-judge"
-        for score in metric.get("scores") or []
-        if isinstance(score, Mapping) and "name" in score
+        for name in _judged(metric)
     ]
+
+
+def _judged(metric: Mapping[str, Any]) -> list[str]:
+    """A judge's score names: its ``scores``, or a pairwise judge's ``preference``."""
+    if metric.get("pairwise"):
+        return [PREFERENCE]
+    return [score["name"] for score in metric.get("scores") or [] if isinstance(score, Mapping) and "name" in score]
 
 
 def _why(side: str, record: Mapping[str, Any] | None) -> str | None:

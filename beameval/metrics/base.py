@@ -59,31 +59,36 @@ class MetricContext:
 
     ``template_context`` is built lazily once per row and shared by every template of
     every metric on that row. ``responses`` holds the replies of the row's metric endpoint
-    calls (``EndpointMetric``) keyed by metric key; it is None when no endpoint stage ran.
+    calls (``EndpointMetric``) keyed by call key; it is None when no endpoint stage ran.
+    ``baseline`` is the first target's sample of the same row in a multi-target run with a
+    pairwise judge (``{}`` when that target has no answer for it); None otherwise.
     """
 
-    __slots__ = ("_template_context", "item", "responses", "sample")
+    __slots__ = ("_template_context", "baseline", "item", "responses", "sample")
 
     def __init__(
         self,
         item: Mapping[str, Any],
         sample: Mapping[str, Any],
         responses: Mapping[str, EndpointReply] | None = None,
+        baseline: Mapping[str, Any] | None = None,
     ) -> None:
         self.item = item
         self.sample = sample
         self.responses = responses
+        self.baseline = baseline
         self._template_context: dict[str, Any] | None = None
 
     @property
     def template_context(self) -> dict[str, Any]:
-        """``{**item, **sample, "item": item, "sample": sample}`` (sample keys win)."""
+        """``{**item, **sample, "item": item, "sample": sample}`` (sample keys win), and ``baseline`` when set."""
         if self._template_context is None:
             self._template_context = {
                 **self.item,
                 **self.sample,
                 "item": self.item,
                 "sample": self.sample,
+                **({"baseline": self.baseline} if self.baseline is not None else {}),
             }
         return self._template_context
 
@@ -217,6 +222,18 @@ class EndpointMetric(Metric[ConfigT]):
     @abstractmethod
     def endpoint_settings(self) -> EndpointSettings:
         """Parallelism, retries and per-attempt timeout of the metric's engine."""
+
+    def endpoint_calls(self) -> Sequence[EndpointMetric[Any]]:
+        """The calls this metric makes per row, each replied to under its own ``key``: usually just itself.
+
+        A pairwise judge adds the call that shows its two answers in the other order
+        (key ``<key>.swapped``); the endpoint stages send, store and batch each call as one.
+        """
+        return (self,)
+
+    def needs_call(self, ctx: MetricContext) -> bool:
+        """False when the row's score is known without asking (a pairwise judge's identical answers); never raises."""
+        return True
 
     @abstractmethod
     def build_request(self, ctx: MetricContext) -> PreparedRequest:

@@ -29,6 +29,10 @@ judge (docs/METRICS.md, `llm-judge`), with these fixes:
   each row also adds counts (confusion matrix, unlabelled judge values) that the run sums
   like a corpus metric's statistics; results.json reports ``judge_agreement`` and each
   judge score's ``ppi`` from them.
+* **Pairwise judging** (``pairwise: true``, ``beameval.metrics.judge.pairwise``): the row's
+  answer against the first target's, asked in both orders (a second call per row under
+  ``<key>.swapped``); outputs ``preference``, ``preference.label`` and ``position_flip``
+  instead of ``scores``.
 
 ``nan_reason`` is ``""`` when every score is a number, else ``"<score>: <reason>"`` joined
 with ``"; "``. Reasons never quote the reply, so they take few distinct values.
@@ -44,119 +48,44 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any
 
 from beameval.config.access import EndpointAccess
-from beameval.config.endpoints import ModelTarget
-from beameval.config.params import InferenceParams, Params, ReasoningParams
-from beameval.core.errors import ConfigError, EvaluatorError, MetricError
+from beameval.config.params import Params
+from beameval.core.errors import MetricError
+from beameval.core.records import EndpointReply
 from beameval.core.templates import Template
-from beameval.core.validators import unique
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.targets.base import TargetHandler
 from beameval.inference.targets.model import ModelHandler, as_request
-from beameval.inference.targets.model_request import has_token_limit, structured_output_params
-from beameval.judges.calibration import Calibration, CalibrationConfig, categories_of
-from beameval.metrics.base import EndpointMetric, EndpointSettings, MetricConfig, MetricContext, register
+from beameval.inference.targets.model_request import has_token_limit
+from beameval.judges.calibration import Calibration
+from beameval.metrics.base import EndpointMetric, EndpointSettings, MetricContext, register
+from beameval.metrics.judge.config import NAN_REASON, LLMJudgeConfig
+from beameval.metrics.judge.pairwise import (
+    FLIP,
+    OUTCOMES,
+    PREFERENCE,
+    SwappedOrder,
+    answers,
+    outcome_value,
+    pairwise_instructions,
+    pairwise_subject,
+    verdict,
+)
 from beameval.metrics.judge.parsing import parse_reply
 from beameval.metrics.judge.prompt import DefaultPrompt
-from beameval.metrics.judge.schema import check_schema_covers_scores, derive_schema
-from beameval.metrics.judge.scores import JudgeScore, RangeScore, RubricScore, score_context
+from beameval.metrics.judge.schema import derive_schema
+from beameval.metrics.judge.scores import RubricScore, score_context
 
 __all__ = ["JUDGE_MAX_TOKENS", "NAN_REASON", "LLMJudge", "LLMJudgeConfig"]
 
 log = logging.getLogger(__name__)
 
 JUDGE_MAX_TOKENS = 1024
-NAN_REASON = "nan_reason"
-_FORBIDDEN_TEMPLATE_KEYS = ("system_prompt", "reasoning")
 _LOGGED_FAILURES = 5  # ignored request failures logged in full per worker and judge
-
-
-class LLMJudgeConfig(MetricConfig):
-    """Config of ``type: llm-judge``.
-
-    Attributes:
-        model: the judge endpoint (``url``, ``name``, ``format``, ``api_key_env``).
-        scores: the scores to ask for; range (``minimum``/``maximum``) or rubric (``rubric``).
-        prompt_template: a request template (dict) or completions prompt (str) over the
-            metric context plus ``scores``; None uses the default prompt.
-        structured_output: ``{schema, name?, strict?}``; None derives the schema from the
-            JSON-parsed scores; ``false`` sends none.
-        inference: request parameters merged into every judge request.
-        system_prompt: added to the judge's system message (or prompt).
-        reasoning: how to strip the judge's reasoning from its answer.
-        ignore_request_failure: a failed judge call gives NaN scores instead of a row error.
-        parallelism: the most judge requests in flight per worker process.
-        max_retries: retries per judge request.
-        request_timeout: seconds per judge attempt.
-        calibration: human labels to measure the judge's agreement against (``judge_agreement``, ``ppi``).
-    """
-
-    model: ModelTarget
-    scores: Annotated[list[JudgeScore], Field(min_length=1)]
-    prompt_template: str | dict[str, Any] | None = None
-    structured_output: dict[str, Any] | Literal[False] | None = None
-    inference: InferenceParams | None = None
-    system_prompt: str | None = None
-    reasoning: ReasoningParams | None = None
-    ignore_request_failure: bool = False
-    parallelism: Annotated[int, Field(ge=1, le=4096)] = 8
-    max_retries: Annotated[int, Field(ge=0, le=100)] = 3
-    request_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 120.0
-    calibration: CalibrationConfig | None = None
-
-    @field_validator("scores")
-    @classmethod
-    def _unique_names(cls, scores: list[RangeScore | RubricScore]) -> list[RangeScore | RubricScore]:
-        names = [score.name for score in scores]
-        unique(names, "score names")
-        if NAN_REASON in names:
-            raise ValueError(f"{NAN_REASON!r} is reserved for the judge's own output; rename the score")
-        return scores
-
-    @field_validator("prompt_template")
-    @classmethod
-    def _valid_template(cls, template: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
-        if isinstance(template, dict):
-            forbidden = [key for key in _FORBIDDEN_TEMPLATE_KEYS if key in template]
-            if forbidden:
-                raise ValueError(
-                    f"may not contain {forbidden}; set them as the judge's own system_prompt / reasoning keys"
-                )
-        if template is not None:
-            try:
-                Template(template, "prompt_template")
-            except EvaluatorError as exc:
-                raise ValueError(exc.message) from None
-        return template
-
-    @model_validator(mode="after")
-    def _calibratable_scores(self) -> LLMJudgeConfig:
-        if self.calibration is not None:
-            for score in self.scores:
-                categories_of(score)  # a ValueError names the score that cannot be calibrated
-        return self
-
-    @model_validator(mode="after")
-    def _valid_structured_output(self) -> LLMJudgeConfig:
-        if self.structured_output is False:
-            return self
-        try:
-            if self.structured_output is None:
-                derive_schema(self.scores)  # raises ValueError on conflicting keys
-                return self
-            structured_output_params(self.model.format, self.structured_output)
-            check_schema_covers_scores(self.structured_output["schema"], self.scores)
-        except ConfigError as exc:
-            raise ValueError(exc.message.replace("params.structured_output", "structured_output")) from None
-        except ValueError as exc:
-            where = "scores" if self.structured_output is None else "structured_output"
-            raise ValueError(f"{where}: {exc}") from None
-        return self
 
 
 @register("llm-judge")
@@ -167,12 +96,14 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
 
     def __init__(self, config: LLMJudgeConfig) -> None:
         super().__init__(config)
-        self._scores: list[RangeScore | RubricScore] = list(config.scores)
+        self._scores = config.judged_scores
         self._scores_context = {score.name: score_context(score) for score in self._scores}
         self._template = (
             Template(config.prompt_template, "prompt_template") if config.prompt_template is not None else None
         )
         self._default = DefaultPrompt(self._scores, completions="/v1/completions" in config.model.url)
+        if config.pairwise:
+            self._default.system = pairwise_instructions()
         self._params = Params(
             system_prompt=config.system_prompt,
             inference=config.inference,
@@ -180,8 +111,9 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
             structured_output=self._structured_output(),
         )
         self._inference = config.inference.as_request_params() if config.inference is not None else {}
+        labelled = [PREFERENCE] if config.pairwise else [s.name for s in self._scores if isinstance(s, RubricScore)]
         self.label_outputs = (  # type: ignore[misc]  # per instance: one label per rubric score
-            *(f"{score.name}.label" for score in self._scores if isinstance(score, RubricScore)),
+            *(f"{name}.label" for name in labelled),
             NAN_REASON,
         )
         self._handler: ModelHandler | None = None
@@ -198,14 +130,17 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         return None if schema is None else {"schema": schema, "name": "judge_scores"}
 
     def output_names(self) -> list[str]:
-        return [score.name for score in self._scores]
+        return [PREFERENCE, FLIP] if self.config.pairwise else [score.name for score in self._scores]
 
     def rubric_definitions(self) -> dict[str, list[tuple[str, float, str | None]]]:
         """Rubric score output name -> its levels ``(label, value, description)``, in declaration order.
 
         The results builder aggregates these outputs as rubric scores (``beameval.stats.rubric``),
-        with the labels of the ``<name>.label`` outputs.
+        with the labels of the ``<name>.label`` outputs. A pairwise judge's ``preference`` is
+        the candidate's loss (0), tie (0.5) or win (1).
         """
+        if self.config.pairwise:
+            return {PREFERENCE: list(OUTCOMES)}
         return {
             score.name: [(level.label, float(level.value), level.description) for level in score.rubric]
             for score in self._scores
@@ -213,7 +148,13 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         }
 
     def output_ranges(self) -> dict[str, tuple[float, float]]:
-        """A range score's declared ``[minimum, maximum]``; a rubric score's lowest and highest level value."""
+        """A range score's declared ``[minimum, maximum]``; a rubric score's lowest and highest level value.
+
+        A pairwise judge's ``preference`` lies in [0, 1]; its ``position_flip`` has no range, so
+        a comparison reports it without gating on it (more flips is not better).
+        """
+        if self.config.pairwise:
+            return {PREFERENCE: (0.0, 1.0)}
         ranges = {}
         for score in self._scores:
             if isinstance(score, RubricScore):
@@ -237,12 +178,38 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
     def endpoint_settings(self) -> EndpointSettings:
         return EndpointSettings(self.config.parallelism, self.config.max_retries, self.config.request_timeout)
 
+    def endpoint_calls(self) -> tuple[EndpointMetric[Any], ...]:
+        """Itself, and for a pairwise judge the call with the answers swapped (``<key>.swapped``)."""
+        return (self, SwappedOrder(self)) if self.config.pairwise else (self,)
+
+    def needs_call(self, ctx: MetricContext) -> bool:
+        """A pairwise judge asks only when the first target answered the row differently."""
+        if not self.config.pairwise:
+            return True
+        pair = answers(ctx)
+        return pair.baseline is not None and not pair.identical
+
     def build_request(self, ctx: MetricContext) -> PreparedRequest:
         """Render the judge prompt for a row (``max_tokens=1024`` unless a token limit is set)."""
+        if self.config.pairwise:
+            return self.pair_request(ctx, swapped=False)
         if self._template is not None:
             rendered = self._template.render({**ctx.template_context, "scores": self._scores_context})
         else:
             rendered = self._default.render(ctx.item, ctx.sample)
+        return self._request(rendered, ctx)
+
+    def pair_request(self, ctx: MetricContext, swapped: bool) -> PreparedRequest:
+        """A pairwise judge's request: the row's answer as A and the baseline's as B, or ``swapped``."""
+        answer_a, answer_b = answers(ctx).shown(swapped)
+        if self._template is not None:
+            context = {**ctx.template_context, "scores": self._scores_context, "answer_a": answer_a}
+            rendered = self._template.render({**context, "answer_b": answer_b})
+        else:
+            rendered = self._default.render_subject(pairwise_subject(answer_a, answer_b))
+        return self._request(rendered, ctx)
+
+    def _request(self, rendered: Any, ctx: MetricContext) -> PreparedRequest:
         request = as_request(rendered)
         if not has_token_limit(request, self._inference):
             request["max_tokens"] = JUDGE_MAX_TOKENS
@@ -263,19 +230,13 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         return self.calibration.row_counts(ctx.item, judged)
 
     def score(self, ctx: MetricContext) -> Mapping[str, float | str]:
+        if self.config.pairwise:
+            return self._pair_score(ctx)
         reply = self.reply(ctx)
-        if reply.error is not None or reply.sample is None:
-            message = reply.error or "the judge gave no answer"
-            if not self.config.ignore_request_failure:
-                raise MetricError(
-                    f"the judge request failed: {message}",
-                    hint="Set ignore_request_failure: true on the judge to score such rows as NaN.",
-                )
-            self._log_ignored(message)
-            status = f", HTTP {reply.status}" if reply.status is not None else ""
-            return self._all_nan(f"the judge request failed ({reply.failure_class or 'error'}{status}) and was ignored")
-        text = reply.sample.get("output_text")
-        parsed = parse_reply(text if isinstance(text, str) else "", self._scores)
+        failed = self._failed(reply)
+        if failed is not None:
+            return failed
+        parsed = parse_reply(_text(reply), self._scores)
         out: dict[str, float | str] = {}
         reasons = []
         for score, result in zip(self._scores, parsed, strict=True):
@@ -287,17 +248,65 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
         out[NAN_REASON] = "; ".join(reasons)
         return out
 
+    def _pair_score(self, ctx: MetricContext) -> dict[str, float | str]:
+        """The row's outcome for the candidate: counted only when both orders agree (``pairwise.verdict``)."""
+        pair = answers(ctx)
+        if pair.baseline is None:
+            return self._all_nan("the first target has no answer for this row")
+        if pair.identical:
+            reason = f"{FLIP}: identical answers, a tie without asking the judge"
+            return {PREFERENCE: outcome_value("tie"), f"{PREFERENCE}.label": "tie", FLIP: math.nan, NAN_REASON: reason}
+        labels = []
+        for call in self.endpoint_calls():
+            reply = call.reply(ctx)
+            failed = self._failed(reply)
+            if failed is not None:
+                return failed
+            (result,) = parse_reply(_text(reply), self._scores)
+            if result.reason is not None:
+                order = "swapped order" if call is not self else "first order"
+                return self._all_nan(f"{PREFERENCE} ({order}): {result.reason}")
+            labels.append(result.label)
+        outcome, flip = verdict(*labels)
+        return {PREFERENCE: outcome_value(outcome), f"{PREFERENCE}.label": outcome, FLIP: flip, NAN_REASON: ""}
+
+    def _failed(self, reply: EndpointReply) -> dict[str, float | str] | None:
+        """None for an answered call; the row's NaN scores for a failed one (``ignore_request_failure``).
+
+        Raises:
+            MetricError: the call failed and failures are not ignored.
+        """
+        if reply.error is None and reply.sample is not None:
+            return None
+        message = reply.error or "the judge gave no answer"
+        if not self.config.ignore_request_failure:
+            raise MetricError(
+                f"the judge request failed: {message}",
+                hint="Set ignore_request_failure: true on the judge to score such rows as NaN.",
+            )
+        self._log_ignored(message)
+        status = f", HTTP {reply.status}" if reply.status is not None else ""
+        return self._all_nan(f"the judge request failed ({reply.failure_class or 'error'}{status}) and was ignored")
+
     def detail_names(self) -> list[str]:
         return ["reply"]
 
     def row_details(self, ctx: MetricContext) -> dict[str, str | None]:
-        """The judge's reply as JSON (``{"text", "model"}``), or None when the row has none."""
-        reply = ctx.responses.get(self.key) if ctx.responses is not None else None
+        """The judge's reply as JSON (``{"text", "model"}``, pairwise also ``swapped``: the other order's text).
+
+        None when the row has none.
+        """
+        responses = ctx.responses or {}
+        reply = responses.get(self.key)
         if reply is None or reply.sample is None:
             return {"reply": None}
         response = reply.sample.get("response")
         model = response.get("model") if isinstance(response, Mapping) else None
-        return {"reply": json.dumps({"text": reply.sample.get("output_text"), "model": model})}
+        found = {"text": reply.sample.get("output_text"), "model": model}
+        if self.config.pairwise:
+            swapped = responses.get(self.endpoint_calls()[-1].key)
+            found["swapped"] = swapped.sample.get("output_text") if swapped and swapped.sample else None
+        return {"reply": json.dumps(found)}
 
     def _all_nan(self, reason: str) -> dict[str, float | str]:
         out: dict[str, float | str] = {}
@@ -305,6 +314,8 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
             out[score.name] = float("nan")
             if isinstance(score, RubricScore):
                 out[f"{score.name}.label"] = ""
+        if self.config.pairwise:
+            out[FLIP] = math.nan
         out[NAN_REASON] = reason
         return out
 
@@ -314,3 +325,9 @@ class LLMJudge(EndpointMetric[LLMJudgeConfig]):
             log.warning(
                 "metric '%s': judge request failed, scored as NaN (ignore_request_failure): %s", self.key, message
             )
+
+
+def _text(reply: EndpointReply) -> str:
+    """An answered call's text (``""`` when there is none: it parses as NaN everywhere)."""
+    text = reply.sample.get("output_text") if reply.sample is not None else None
+    return text if isinstance(text, str) else ""

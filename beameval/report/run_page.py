@@ -15,6 +15,7 @@ from beameval.report.charts import histogram, interval_bar, rubric_bars, value_d
 from beameval.report.decision import decision_section
 from beameval.report.html import attr, breakable, esc, interval, num, page, table
 from beameval.report.judge_panel import judge_section
+from beameval.report.pairwise_panel import pairwise_section
 from beameval.report.rows import group_token, reference_fields, row_columns, rows_browser
 from beameval.report.run_sections import models_seen, provenance_section, total_tokens, usage_section
 from beameval.report.sample import FailureBreakdown, SampleInfo
@@ -70,6 +71,7 @@ def render_run_report(
         decision_section(results.get("decision")),
         _histograms(scores),
         judge_section(results),
+        pairwise_section(results),
         _groups(groups, [str(s["name"]) for s in scores], _every_group_in(results)),
         _failures(results, failures),
         _rows_section(results, rows, scores, group_fields, drawn, failures, sample),

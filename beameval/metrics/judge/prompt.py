@@ -74,6 +74,10 @@ class DefaultPrompt:
             subject = "Response to evaluate:\n\n" + (output if isinstance(output, str) else "")
         else:
             subject = "Data to evaluate:\n\n" + json.dumps(item, ensure_ascii=False, default=str)
+        return self.render_subject(subject)
+
+    def render_subject(self, subject: str) -> dict[str, Any] | str:
+        """The request showing ``subject`` after the instructions (a pairwise judge's two answers)."""
         if self.completions:
             return f"{self.system}\n\n{subject}\n\nAnswer:"
         return {
