@@ -10,18 +10,21 @@ from that spend rather than from a fresh budget.
 Each wave after the first is an invocation of the job of its own in the ledger: its
 processes lease from the budget left when it starts, and a wave's leases (what its
 processes took and did not spend) are not counted against the next. The first wave keeps
-the run's invocation, the one that paid the preflight's request.
+the run's invocation, the one that paid the preflight's request. With ``targets:`` every
+target of every wave draws from the same budget, as in a multi-target run.
 """
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from beameval.config.params import JobScope
 from beameval.config.schema import EvalConfig
+from beameval.inference.spend_ledger import spent_in
 from pipeline.job import JobSpend, job_spend
 
-__all__ = ["wave_job", "wave_spend"]
+__all__ = ["spent_after_wave", "wave_job", "wave_spend"]
 
 
 def wave_job(scope: JobScope, number: int) -> JobScope:
@@ -38,3 +41,19 @@ def wave_spend(config: EvalConfig, job: JobScope, number: int, shared: frozenset
     """
     spend = job_spend(config, job, shared)
     return spend if number == 0 else JobSpend(spend.total)
+
+
+def spent_after_wave(scope: JobScope, spent: tuple[float, float], targets: list[dict[str, Any]]) -> tuple[float, float]:
+    """What the job has spent after a wave of ``targets`` (their results.json), ``spent`` being its spend before it.
+
+    With the job's ledger, the ledger's sum. Without one (a remote OUT_DIR) each target's
+    ``usage.budget`` counts ``spent`` plus its own requests, so the job's is ``spent`` plus
+    what each target added.
+    """
+    if scope.spend is not None:
+        return spent_in(scope.spend)
+    blocks = [(results.get("usage") or {}).get("budget") or {} for results in targets]
+    return (
+        spent[0] + sum(float(block.get("spent_tokens") or 0) - spent[0] for block in blocks if block),
+        spent[1] + sum(float(block.get("spent_usd") or 0.0) - spent[1] for block in blocks if block),
+    )

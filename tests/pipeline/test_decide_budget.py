@@ -20,6 +20,9 @@ from beameval.testserver.harness import ServerProcess
 ROWS, WAVE = 600, 100
 BUDGET = 600  # tokens: 150 rows at 4 tokens, so the second wave of 100 rows cannot be paid in full
 DATA = [{"question": f"q{i} {'red' if i % 2 else 'blue'}"} for i in range(ROWS)]
+#: What a --resume may send past a spent budget: its preflight's request (4 tokens), which pipeline.run checks
+#: against params.budget, not against what the job has left.
+PREFLIGHT = 4
 POLICY = {"scores": {"exact-match.exact-match": {"max_drop": 0.05}, "ok_rate": {"max_drop": 0.05}}}
 
 pytestmark = pytest.mark.slow
@@ -74,12 +77,47 @@ def test_the_budget_holds_across_waves_and_into_the_resume(  # type: ignore[no-u
     job = json.loads((decided.output / "_responses" / "job.json").read_text())["id"]
     assert (decided.output / "_responses" / "spend").is_dir()  # the job's ledger, which a --resume starts from
 
-    # --resume without --decide is the same job: its budget is spent, so it sends (almost) nothing more.
+    # --resume without --decide is the same job: its budget is spent, so it sends nothing more than PREFLIGHT.
     resumed = run_eval(config, "--resume", "--progress_interval", "0", output=decided.output)
     total = _billed(clean_server)
     print(f"--decide with a budget of {BUDGET} tokens: {billed} billed over 2 waves; after --resume: {total}")
     assert resumed.code == 5, resumed.stderr
-    assert total <= BUDGET
+    assert total - billed <= PREFLIGHT
     assert json.loads((decided.output / "_responses" / "job.json").read_text())["id"] == job
     assert resumed.results["usage"]["budget"]["spent_tokens"] == total
     assert sorted(row["row_index"] for row in resumed.rows) == list(range(ROWS))
+
+
+def test_targets_share_one_budget_over_every_wave(  # type: ignore[no-untyped-def]
+    clean_server, write_jsonl, run_eval, tmp_path: Path
+) -> None:
+    """Two targets decided in waves: one budget for both targets and every wave, not one per target."""
+    budget = 1000  # a wave of 100 rows costs 800 tokens for the two targets: the second cannot be paid in full
+    config = _config(write_jsonl(DATA), {}, budget)
+    del config["target"]
+    config["targets"] = [
+        {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
+        for name in ("base", "same")
+    ]
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    result = run_eval(config, "--decide", "--policy", str(policy), "--progress_interval", "0")
+    billed = _billed(clean_server)
+    assert result.code == 5, result.stderr
+    assert "reached its budget" in result.stderr
+    assert 0.9 * budget <= billed <= budget
+    top = result.results
+    assert (top["status"], top["complete"], top["stopped"]) == ("stopped", False, "budget")
+    assert top["usage"]["budget"]["spent_tokens"] == billed
+    decision = top["decision"]
+    assert decision["verdict"] == "INCONCLUSIVE" and decision["candidates"]["same"]["rows_evaluated"] == 2 * WAVE
+    for name in ("base", "same"):
+        target = json.loads((result.output / "targets" / name / "results.json").read_text())
+        assert target["usage"]["budget"]["spent_tokens"] == billed  # the job's spend, in each target's
+        assert target["stopped"] == "budget"
+
+    resumed = run_eval(config, "--resume", "--progress_interval", "0", output=result.output)  # the same job
+    total = _billed(clean_server)
+    print(f"--decide over two targets with a budget of {budget} tokens: {billed} billed; after --resume: {total}")
+    assert resumed.code == 5, resumed.stderr
+    assert total - billed <= 2 * PREFLIGHT  # one preflight request per target
