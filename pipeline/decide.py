@@ -10,7 +10,8 @@ paired rows before it decides whether to pay for more, on every runner alike (lo
 portable, Dataflow), with nothing streaming or stateful; a crash between waves leaves a
 valid stopped run that ``--resume`` completes. The cost is a job's start-up per wave, which
 ``decide.wave_rows`` amortises. The final ``results.json`` counts every wave's requests
-and tokens as one run's (``pipeline.decide_usage``).
+and tokens as one run's (``pipeline.decide_usage``), and every wave is part of OUT_DIR's
+one job, so ``params.budget`` holds for all of them together (``pipeline.decide_job``).
 
 After each wave the driver pairs the candidate's rows with the baseline's
 (``pipeline.decide_rows``) and applies ``beameval.compare.sequential.decide_wave``. On a

@@ -9,8 +9,10 @@ journal and send nothing for it); the run stops when every candidate is decided,
 the last row. Each ``OUT/targets/NAME/`` is a run directory with ``eval_order`` and
 ``skip_reason`` in rows/ (a candidate's results.json carries its own ``decision``);
 every target's results.json counts its requests over all the waves
-(``pipeline.decide_usage``); ``OUT/results.json`` is the leaderboard with ``decision`` (the
-overall verdict and one block per candidate), and ``OUT/comparison.json`` one entry per candidate.
+(``pipeline.decide_usage``); every target and wave draws from the job's one budget
+(``pipeline.decide_job``), and a budget that runs out inside a wave stops the run (exit 5);
+``OUT/results.json`` is the leaderboard with ``decision`` (the overall verdict and one block
+per candidate), and ``OUT/comparison.json`` one entry per candidate.
 
 Unlike a single-target run, the preflight sends no request here (each target's first
 answer would be a paid request outside the waves' accounting); its free checks still run.
