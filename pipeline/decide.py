@@ -10,7 +10,8 @@ paired rows before it decides whether to pay for more, on every runner alike (lo
 portable, Dataflow), with nothing streaming or stateful; a crash between waves leaves a
 valid stopped run that ``--resume`` completes. The cost is a job's start-up per wave, which
 ``decide.wave_rows`` amortises. The final ``results.json`` counts every wave's requests
-and tokens as one run's (``pipeline.decide_usage``).
+and tokens as one run's (``pipeline.decide_usage``), and every wave is part of OUT_DIR's
+one job, so ``params.budget`` holds for all of them together (``pipeline.decide_job``).
 
 After each wave the driver pairs the candidate's rows with the baseline's
 (``pipeline.decide_rows``) and applies ``beameval.compare.sequential.decide_wave``. On a
@@ -35,14 +36,17 @@ from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import INCONCLUSIVE
 from beameval.compare.wave_order import evaluation_order, wave_ends
 from beameval.config.decide import DecideConfig
+from beameval.config.params import JobScope
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import Run, score_ranges
 from pipeline.decide_baseline import resolve_decide_baseline
+from pipeline.decide_job import wave_job, wave_spend
 from pipeline.decide_outputs import finish_decision
 from pipeline.decide_rows import Side, paired_differences, read_side, skipped_in_waves
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
@@ -51,7 +55,7 @@ from pipeline.decide_usage import whole_run
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import build_graph
-from pipeline.job import spent_before
+from pipeline.job import first_paid, job_scope, record_job, spent_before
 from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
@@ -99,10 +103,11 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)
     preflight(config, paths)  # the free checks; the first request is the first row of the order, below
     store = run_store_use(config, flags)
+    scope = job_scope(flags.output, flags.resume)  # one job for every wave: one budget (pipeline.decide_job)
     lock_output(flags.output, run_id)
     if flags.resume:  # before anything is sent: the journal answers the config it was started with
         check_resumed_config(flags.output, config)
-    first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=run_id)
+    first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=scope.id)
     started = time.time()
     waves: list[dict[str, Any]] = []
     verdict, budget_hit = None, False
@@ -110,14 +115,17 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     for number, end in enumerate(ends):
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
-        if number == 0:
-            record_job_config(flags.output, config, flags.resume)
+        spent = spent_before(flags.output, scope) if resume else (0.0, 0.0)  # every earlier wave and invocation
         shards = lookup_shards(config, flags.output, store, resume)
         handed = hand_off(first, flags.output) if number == 0 else HandOff()
-        spent = spent_before(flags.output) if resume else (0.0, 0.0)
+        if number == 0:
+            record_job(flags.output, scope, *first_paid([(config, handed)]))
+            record_job_config(flags.output, config, flags.resume)
         wave = MarkDecided(int(row) for row in in_order[:end])
         jobs.append(
-            _run_wave(options, config, flags, run_id, paths, limit, shards, handed, spent, wave, store, started)
+            _run_wave(
+                options, config, flags, run_id, paths, limit, shards, handed, spent, wave, store, started, scope, number
+            )
         )
         if number == 0:
             _same_evaluation(jobs[0], baseline)
@@ -183,12 +191,18 @@ def _run_wave(
     wave: MarkDecided,
     store: Any,
     started: float,
+    scope: JobScope,
+    number: int,
 ) -> dict[str, Any]:
-    """One wave: one Beam job over the dataset, its outputs published (``finish_run``) as a stopped or complete run."""
+    """Wave ``number``: one Beam job over the dataset, published (``finish_run``) as a stopped or complete run.
+
+    ``scope``: the run's job, which every wave is part of (``pipeline.decide_job``).
+    """
     wave_started = time.time()
     pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
     stage = staging_dir(flags.output, run_id)
-    job = job_config(config, options, handed.spent_after(spent))
+    scope = wave_job(scope, number)
+    job = job_config(config, options, handed.spent_after(spent), scope)
     build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply, wave)
     interval, _, local = progress_settings(options)
     try:
@@ -198,10 +212,12 @@ def _run_wave(
     finally:
         InferenceEngine.close_all()
         JournalWriter.close_all()
+        RunBudget.close_all()  # its spend logs, written and closed before the next wave reads the spend
     run_info = {
         **runner_info(options),
         **pipeline_metrics(result),
         "wall_time_s": round(time.time() - wave_started, 3),
         "dataset_files": len(paths),
     }
-    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, None, spent)
+    spend = wave_spend(config, scope, number)
+    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, None, spent, spend)

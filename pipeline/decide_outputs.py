@@ -92,7 +92,7 @@ def decision_exit(results: dict[str, Any]) -> int:
             ),
             file=sys.stderr,
         )
-        return EXIT_CODES[verdict]
+        return _budget_exit(results) or EXIT_CODES[verdict]
     print(printable(format_summary_table(results)))
     last = decision["waves"][-1]
     bounds = "; ".join(
@@ -113,10 +113,15 @@ def decision_exit(results: dict[str, Any]) -> int:
         ),
         file=sys.stderr,
     )
-    if results.get("stopped") == "budget":  # the budget ran out before the verdict was certain
-        print("stopped: the run reached its budget (params.budget) before deciding; see above.", file=sys.stderr)
-        return EXIT_BUDGET
-    return EXIT_CODES[verdict]
+    return _budget_exit(results) or EXIT_CODES[verdict]
+
+
+def _budget_exit(results: dict[str, Any]) -> int | None:
+    """EXIT_BUDGET, said on stderr, when the job's budget ran out before the verdict was certain; else None."""
+    if results.get("stopped") != "budget":
+        return None
+    print("stopped: the run reached its budget (params.budget) before deciding; see above.", file=sys.stderr)
+    return EXIT_BUDGET
 
 
 def _fmt(value: Any) -> str:

@@ -9,8 +9,10 @@ journal and send nothing for it); the run stops when every candidate is decided,
 the last row. Each ``OUT/targets/NAME/`` is a run directory with ``eval_order`` and
 ``skip_reason`` in rows/ (a candidate's results.json carries its own ``decision``);
 every target's results.json counts its requests over all the waves
-(``pipeline.decide_usage``); ``OUT/results.json`` is the leaderboard with ``decision`` (the
-overall verdict and one block per candidate), and ``OUT/comparison.json`` one entry per candidate.
+(``pipeline.decide_usage``); every target and wave draws from the job's one budget
+(``pipeline.decide_job``), and a budget that runs out inside a wave stops the run (exit 5);
+``OUT/results.json`` is the leaderboard with ``decision`` (the overall verdict and one block
+per candidate), and ``OUT/comparison.json`` one entry per candidate.
 
 Unlike a single-target run, the preflight sends no request here (each target's first
 answer would be a paid request outside the waves' accounting); its free checks still run.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import apache_beam as beam
@@ -36,19 +39,21 @@ from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
+from beameval.inference.budget import RunBudget
 from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import score_ranges
 from pipeline.decide_dataset import row_count
+from pipeline.decide_job import spent_after_wave, wave_job, wave_spend
 from pipeline.decide_outputs import COMPARISON_FILE
-from pipeline.decide_rows import add_order_columns, paired_differences, read_side
+from pipeline.decide_rows import add_order_columns, paired_differences, read_side, skipped_in_waves
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_usage import whole_run, whole_run_info
 from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.graph import TargetBranch, build_targets_graph
-from pipeline.job import spent_before
+from pipeline.job import endpoint_labels, job_scope, record_job, spent_before
 from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import build_leaderboard
 from pipeline.local_runner import choose_runner
@@ -96,6 +101,9 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     ends = wave_ends(len(in_order), settings.wave_rows)
     store = run_store_use(config, flags)
     run_ids = {name: uuid.uuid4().hex for name in names}
+    scope = job_scope(flags.output, flags.resume)  # one job: one budget for every target and wave (decide_job)
+    labels = Counter(label for single in configs.values() for label in set(endpoint_labels(single).values()))
+    shared = frozenset(label for label, count in labels.items() if count > 1)  # a judge every target uses
     lock_output(flags.output, uuid.uuid4().hex)
     if flags.resume:  # before anything is sent: the journals answer the config they were started with
         check_resumed_config(flags.output, config)
@@ -107,21 +115,24 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     infos: list[dict[str, Any]] = []
     gated: list[tuple[str, float, float]] = []
     groups: list[tuple[str, np.ndarray]] = []
+    spent, budget_hit = (0.0, 0.0), False  # what the job spent before the wave; whether a wave ran out of budget
     for number, end in enumerate(ends):
         resume = flags.resume or number > 0
         prepare_output(flags.output, flags.overwrite and number == 0, resume=resume)
         if number == 0:
+            spent = spent_before(flags.output, scope) if flags.resume else (0.0, 0.0)
+            record_job(flags.output, scope)
             record_job_config(flags.output, config, flags.resume)
-        branches, spent = [], {}
+        job = wave_job(scope, number)
+        branches = []
         for name, single in configs.items():
             directory = target_dir(flags.output, name)
             prepare_output(directory, flags.overwrite and number == 0, resume=resume)
-            spent[name] = spent_before(directory) if resume else (0.0, 0.0)
             wave = MarkDecided(int(row) for row in in_order[: frozen.get(name, end)])
             branches.append(
                 TargetBranch(
                     name,
-                    job_config(single, options, spent[name]),
+                    job_config(single, options, spent, job),
                     directory,
                     run_ids[name],
                     lookup_shards(single, directory, store, resume),
@@ -141,9 +152,11 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                 started,
                 infos[-1],
                 None,
-                spent[branch.name],
+                spent,
+                wave_spend(configs[branch.name], job, number, shared),
             )
             jobs[branch.name].append(results)
+        spent = spent_after_wave(scope, spent, [jobs[name][-1] for name in names])
         base_dir = target_dir(flags.output, base_name)
         if number == 0:
             ranges = score_ranges(jobs[base_name][0])
@@ -153,6 +166,10 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
         measured = [name for name, _, _ in gated if name != OK_RATE]
         base = read_side(base_dir, measured)
         family = len(candidates) * len(gated) * (1 + len(groups))
+        budget_hit = any(  # rows of the waves so far skipped all the same: the job's budget ran out
+            skipped_in_waves(read_side(target_dir(flags.output, name), []), order, frozen.get(name, end))
+            for name in names
+        )
         for name in candidates:
             if verdicts[name] is not None:
                 continue
@@ -162,11 +179,12 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
             waves[name].append({"rows": end, "scores": decision.scores})
             if decision.verdict is not None:
                 verdicts[name], frozen[name] = decision.verdict, end
-        if all(verdict is not None for verdict in verdicts.values()):
+        if budget_hit or all(verdict is not None for verdict in verdicts.values()):
             break
     per_target = {name: whole_run(configs[name], done) for name, done in jobs.items()}
     run_info = whole_run_info(infos)
-    return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order))
+    fields = _job_fields(config, spent, budget_hit)
+    return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order), fields)
 
 
 def _run_wave(
@@ -182,6 +200,7 @@ def _run_wave(
     finally:
         InferenceEngine.close_all()
         JournalWriter.close_all()
+        RunBudget.close_all()  # its spend logs, written and closed before the next wave reads the spend
     return {
         **runner_info(options),
         **pipeline_metrics(result),
@@ -201,13 +220,20 @@ def _finish(
     order: dict[int, int],
     settings: DecideConfig,
     rows_total: int,
+    job: dict[str, Any],
 ) -> dict[str, Any]:
-    """Order columns in every target's rows/, each candidate's decision, the leaderboard and comparison.json."""
+    """Order columns in every target's rows/, each candidate's decision, the leaderboard and comparison.json.
+
+    ``job``: the leaderboard's fields about the job's budget (``_job_fields``).
+    """
     blocks: dict[str, dict[str, Any]] = {}
     base_name = next(iter(per_target))
+    budget_hit = job.get("stopped") == "budget"
     for name, results in per_target.items():
         directory = target_dir(flags.output, name)
         add_order_columns(directory, order, DECIDED_MESSAGE)
+        if not budget_hit and results.get("stopped") == "budget" and (results.get("counts") or {}).get("skipped"):
+            results["stopped"] = DECIDED  # finish_run saw skipped rows: every one was left unsent by a decision
         if name == base_name:  # its usage now covers every wave
             write_json_atomically(FileSystems.join(directory, RESULTS_FILE), results)
             continue
@@ -222,13 +248,11 @@ def _finish(
             "baseline_target": base_name,
             "waves": waves[name],
         }
-        if results.get("stopped") == "budget" and (results.get("counts") or {}).get("skipped"):
-            results["stopped"] = DECIDED
         results["decision"] = blocks[name]
         write_json_atomically(FileSystems.join(directory, RESULTS_FILE), results)
         report_after_run(directory, results)  # its page with the decision section
     overall = _overall(list(blocks.values()))
-    top = build_leaderboard(per_target, config.public_dump(), run_info)
+    top = {**build_leaderboard(per_target, config.public_dump(), run_info), **job}
     top["decision"] = {
         "verdict": overall,
         "seed": settings.seed,
@@ -248,6 +272,26 @@ def _finish(
     with FileSystems.create(FileSystems.join(flags.output, "report.html")) as handle:
         handle.write(render_leaderboard_report(top, None).encode("utf-8"))
     return top
+
+
+def _job_fields(config: EvalConfig, spent: tuple[float, float], budget_hit: bool) -> dict[str, Any]:
+    """The leaderboard's fields about the job's budget: its spend over every target and wave (``usage.budget``).
+
+    When the budget ran out inside the waves, also ``status: "stopped"``, ``complete: false``
+    and ``stopped: "budget"`` (exit 5).
+    """
+    fields: dict[str, Any] = {"status": "stopped", "complete": False, "stopped": "budget"} if budget_hit else {}
+    budget = config.params.budget
+    if budget is not None:
+        fields["usage"] = {
+            "budget": {
+                "max_tokens": budget.max_tokens,
+                "max_usd": budget.max_usd,
+                "spent_tokens": round(spent[0]),
+                "spent_usd": round(spent[1], 6),
+            }
+        }
+    return fields
 
 
 def _overall(blocks: list[dict[str, Any]]) -> Verdict:

@@ -19,9 +19,19 @@ Tasks, in order (docs/SCHEDULING.md):
   ``on_inconclusive``; anything else fails. The verdict's paragraph and the path of
   ``report.html`` are in the task log.
 
+With ``decide: true`` a ``mode`` branch skips both and runs ``decide`` instead:
+``python -m pipeline.run --config CONFIG --output OUTPUT_ROOT/<logical date> --history
+HISTORY --resume --decide --baseline latest [--policy POLICY] [BEAM_ARGS]``, which
+evaluates the night in waves (each wave one Beam job, all inside this one task) and stops
+sending rows once the verdict against the latest accepted run is certain. Its exit code maps
+as ``compare``'s (0 GO, 1 NO-GO fails, 4 INCONCLUSIVE skips). With no accepted run yet (the
+first night), it runs the whole evaluation instead, which becomes the baseline.
+
 Run parameters (``airflow dags test nightly_eval DATE --conf '{"config": ...}'`` or the
 trigger form): ``config``, ``output_root``, ``history``, ``policy`` (optional), ``python``
-(the interpreter that has the evaluator installed; default: the one running Airflow).
+(the interpreter that has the evaluator installed; default: the one running Airflow),
+``decide`` (default false) and ``beam_args`` (extra options of the ``decide`` task's
+evaluation, e.g. ``["--runner=DataflowRunner", "--project=..."]``).
 Everything may be a local path or a Beam file-system URL (``gs://...``), as the
 evaluator reads and writes them.
 
@@ -47,6 +57,8 @@ log = logging.getLogger(__name__)
 #: Where a night's run goes: OUTPUT_ROOT/<logical date, YYYY-MM-DD>.
 RUN_DIR = "{{ params.output_root.rstrip('/') }}/{{ ds }}"
 EXIT_GO, EXIT_NO_GO, EXIT_INCONCLUSIVE = 0, 1, 4
+#: A usage error of the evaluator (here: ``--decide`` found no baseline in the history).
+EXIT_USAGE = 2
 
 
 class EvaluatorPipelineOperator(BeamRunPythonPipelineOperator):
@@ -81,23 +93,57 @@ def run_logged(args: list[str]) -> subprocess.CompletedProcess[str]:
 def gate(params: dict[str, Any], run_dir: str) -> str:
     """Run ``pipeline.compare`` on the night's run and turn its exit code into the task's outcome.
 
-    Returns "GO", or "NO-BASELINE" on an evaluation's first night; NO-GO fails the task
-    (AirflowFailException: no retries), INCONCLUSIVE skips it (AirflowSkipException, which
-    calls ``on_inconclusive``), any other exit code fails it. Shared with ``nightly_batch_eval``.
+    Returns "GO", or "NO-BASELINE" on an evaluation's first night; otherwise as ``verdict_outcome``.
+    Shared with ``nightly_batch_eval``.
     """
     completed = run_logged(compare_args(params, run_dir))
-    report = f"{run_dir}/comparison/report.html"
-    if completed.returncode == EXIT_GO:
-        if "no baseline" in completed.stdout:  # the first night of an evaluation: nothing to compare with
-            log.info("verdict: none, no baseline yet; this run is the next night's baseline")
-            return "NO-BASELINE"
+    if completed.returncode == EXIT_GO and "no baseline" in completed.stdout:  # the first night: nothing to compare
+        log.info("verdict: none, no baseline yet; this run is the next night's baseline")
+        return "NO-BASELINE"
+    return verdict_outcome(completed.returncode, f"{run_dir}/comparison/report.html", "pipeline.compare")
+
+
+def verdict_outcome(code: int, report: str, command: str) -> str:
+    """A verdict's exit code as the task's outcome.
+
+    GO returns "GO"; NO-GO fails the task (AirflowFailException: no retries), INCONCLUSIVE
+    skips it (AirflowSkipException, which calls ``on_inconclusive``), any other code fails it.
+    """
+    if code == EXIT_GO:
         log.info("verdict: GO; report: %s", report)
         return "GO"
-    if completed.returncode == EXIT_NO_GO:
+    if code == EXIT_NO_GO:
         raise AirflowFailException(f"NO-GO: the candidate regressed; report: {report}")
-    if completed.returncode == EXIT_INCONCLUSIVE:
+    if code == EXIT_INCONCLUSIVE:
         raise AirflowSkipException(f"INCONCLUSIVE: not enough evidence either way; report: {report}")
-    raise AirflowFailException(f"pipeline.compare failed (exit {completed.returncode}); see the lines above.")
+    raise AirflowFailException(f"{command} failed (exit {code}); see the lines above.")
+
+
+def evaluate_args(params: dict[str, Any], run_dir: str) -> list[str]:
+    """The whole night's evaluation, as the ``evaluate`` task runs it (``--resume``: a retried task continues)."""
+    args = [params["python"], "-m", "pipeline.run", "--config", params["config"], "--output", run_dir]
+    return [*args, "--history", params["history"], "--resume", *params.get("beam_args", [])]
+
+
+def decide(params: dict[str, Any], run_dir: str) -> str:
+    """Evaluate the night with ``--decide --baseline latest`` (every wave in this task); its verdict as the outcome.
+
+    The first night of an evaluation has no accepted run to decide against (the history has
+    none, or does not exist yet): the whole evaluation runs instead (the next night's
+    baseline) and the task returns "NO-BASELINE".
+    """
+    args = [*evaluate_args(params, run_dir), "--decide", "--baseline", "latest"]
+    if params.get("policy"):
+        args += ["--policy", params["policy"]]
+    completed = run_logged(args)
+    first_night = ("no baseline", f"--history {params['history']!r} does not exist")  # nothing recorded yet
+    if completed.returncode == EXIT_USAGE and any(reason in completed.stderr for reason in first_night):
+        log.info("no accepted run to decide against yet: running the whole evaluation, the next night's baseline")
+        full = run_logged(evaluate_args(params, run_dir))
+        if full.returncode != 0:
+            raise AirflowFailException(f"pipeline.run failed (exit {full.returncode}); see the lines above.")
+        return "NO-BASELINE"
+    return verdict_outcome(completed.returncode, f"{run_dir}/report.html", "pipeline.run --decide")
 
 
 def run_params(config: Param) -> dict[str, Param]:
@@ -124,9 +170,20 @@ with DAG(
     dag_id="nightly_eval",
     description="Evaluate the model every night; fail on a statistically significant regression.",
     **NIGHTLY,
-    params=run_params(Param("eval.yaml", type="string", description="the evaluation config (path or gs://...)")),
+    params={
+        **run_params(Param("eval.yaml", type="string", description="the evaluation config (path or gs://...)")),
+        "decide": Param(False, type="boolean", description="stop sending rows once the verdict is certain"),
+        "beam_args": Param([], type="array", description="extra evaluator options of the decide task"),
+    },
     tags=["evaluation"],
 ) as dag:
+
+    @task.branch(task_id="mode")
+    def mode(params: dict[str, Any] | None = None) -> str:
+        """``decide`` when the run asks for it, else the whole evaluation then ``compare``."""
+        assert params is not None
+        return "decide" if params.get("decide") else "evaluate"
+
     evaluate = EvaluatorPipelineOperator(
         task_id="evaluate",
         py_interpreter="{{ params.python }}",
@@ -146,4 +203,12 @@ with DAG(
         assert params is not None
         return gate(params, run_dir)
 
-    evaluate >> compare(RUN_DIR)
+    @task(task_id="decide", on_skipped_callback=on_inconclusive)
+    def decide_early(run_dir: str, params: dict[str, Any] | None = None) -> str:
+        """Evaluate in waves until the verdict against the latest accepted run is certain; returns the verdict."""
+        assert params is not None
+        return decide(params, run_dir)
+
+    branch = mode()
+    branch >> evaluate >> compare(RUN_DIR)
+    branch >> decide_early(RUN_DIR)

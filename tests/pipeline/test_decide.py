@@ -21,12 +21,20 @@ from beameval.testserver.harness import ServerProcess
 from pipeline.history import load_history
 from tests.conftest import CliResult
 
-ROWS = 1000
+ROWS = 3000  # the issue's size: decisions on a fraction of it, and --resume sending the rest
 WAVE = 100
-DATA = [
-    {"question": f"q{i} {'red' if i % 2 else 'blue'}", "answer": f"q{i} {'red' if i % 2 else 'blue'}"}
-    for i in range(ROWS)
-]
+#: The multi-target test's dataset: a third of the size keeps its waves (each a job per target) short.
+TARGET_ROWS = 1000
+
+
+def _data(count: int) -> list[dict[str, Any]]:
+    return [
+        {"question": f"q{i} {'red' if i % 2 else 'blue'}", "answer": f"q{i} {'red' if i % 2 else 'blue'}"}
+        for i in range(count)
+    ]
+
+
+DATA = _data(ROWS)
 PRICING = {"input_per_million": 2.0, "output_per_million": 8.0}
 POLICY = {"scores": {"exact-match.exact-match": {"max_drop": 0.05}, "ok_rate": {"max_drop": 0.05}}}
 
@@ -49,6 +57,11 @@ def _rows(output: Path) -> list[dict[str, Any]]:
         (r for f in sorted((output / "rows").glob("*.parquet")) for r in pq.read_table(f).to_pylist()),
         key=lambda r: r["row_index"],
     )
+
+
+def _prompts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """What the server should have received for ``rows``: each row's prompt (its question) once."""
+    return {DATA[r["row_index"]]["question"]: 1 for r in rows}
 
 
 @pytest.fixture
@@ -88,6 +101,7 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
     rows = _rows(result.output)
     assert len(rows) == ROWS
     done = [r for r in rows if r["status"] != "skipped"]
+    assert clean_server.stats()["per_prompt"] == _prompts(done)  # exactly the evaluated rows' prompts, once each
     assert sorted(r["eval_order"] for r in done) == list(range(evaluated))
     assert all(r["skip_reason"] == "decided" and r["eval_order"] >= evaluated for r in rows if r["status"] == "skipped")
     wave = decision["waves"][-1]["scores"]
@@ -100,7 +114,9 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
     clean_server.reset()  # --resume without --decide: only the skipped rows are sent
     resumed = run_eval(config, "--resume", "--progress_interval", "0", "--history", history, output=result.output)
     assert resumed.code == 0, resumed.stderr
-    assert clean_server.stats()["requests"] == ROWS - evaluated
+    resent = clean_server.stats()["requests"]
+    assert resent == ROWS - evaluated
+    assert clean_server.stats()["per_prompt"] == _prompts([r for r in rows if r["status"] == "skipped"])
     completed = json.loads((result.output / "results.json").read_text())
     assert completed["complete"] is True and "decision" not in completed
     assert completed["counts"] == {"rows": ROWS, "ok": ROWS, "errors": 0}
@@ -118,6 +134,7 @@ def test_a_clear_regression_is_no_go_after_a_wave_and_resume_completes_it(  # ty
     assert verdicts == {runs[1]["run_id"]: "NO-GO", runs[2]["run_id"]: "NO-GO"}
     eval_hash = completed["provenance"]["eval_hash"]
     assert baseline_run(records, "latest", eval_hash, None, None)["run_id"] == runs[0]["run_id"]
+    print(f"NO-GO after {evaluated} of {ROWS} rows ({evaluated} requests); --resume sent {resent}")
 
 
 def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
@@ -130,6 +147,10 @@ def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, ru
     assert decision["verdict"] == "GO" and decision["rows_evaluated"] <= 0.4 * ROWS
     sent = clean_server.stats()["requests"]
     assert sent == decision["rows_evaluated"]
+    evaluated = [r for r in _rows(result.output) if r["status"] != "skipped"]
+    assert sorted(r["eval_order"] for r in evaluated) == list(range(sent))  # the order's head, nothing else
+    assert clean_server.stats()["per_prompt"] == _prompts(evaluated)
+    print(f"GO after {sent} of {ROWS} rows ({len(decision['waves'])} waves), {sent} requests")
     # usage is the whole run's, every wave's job together (each prompt and answer is two words)
     usage = results["usage"]
     assert len(decision["waves"]) > 1 and results["run"]["waves"] == len(decision["waves"])
@@ -146,9 +167,8 @@ def test_an_equal_candidate_is_go_early(baseline, clean_server, model_target, ru
     assert baseline_run(records, "previous", eval_hash, None, None)["output"] == str(base)
 
 
-def test_decide_needs_a_baseline(baseline, model_target, run_eval) -> None:  # type: ignore[no-untyped-def]
-    data, _, _, _ = baseline
-    result = run_eval(_config(data, model_target()), "--decide")
+def test_decide_needs_a_baseline(model_target, write_jsonl, run_eval) -> None:  # type: ignore[no-untyped-def]
+    result = run_eval(_config(write_jsonl(DATA[:10]), model_target()), "--decide")
     assert result.code == 2 and "--baseline" in result.stderr
 
 
@@ -186,7 +206,7 @@ def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-de
     # Two servers: the echo one answers the baseline and an equal candidate, the other fails every "red" row.
     with ServerProcess(rules=[{"match": "red", "reply": "nope"}]) as broken:
         server.reset(config=True)
-        config = _config(write_jsonl(DATA), {})
+        config = _config(write_jsonl(_data(TARGET_ROWS)), {})
         del config["target"]
         model = {"format": "openai"}
         config["targets"] = [
@@ -201,7 +221,7 @@ def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-de
         decision = json.loads((result.output / "results.json").read_text())["decision"]
         worse, same = decision["candidates"]["worse"], decision["candidates"]["same"]
         assert worse["verdict"] == "NO-GO" and worse["rows_evaluated"] == WAVE
-        assert same["verdict"] == "GO" and same["rows_evaluated"] <= 0.4 * ROWS
+        assert same["verdict"] == "GO" and same["rows_evaluated"] <= 0.4 * TARGET_ROWS
         assert decision["verdict"] == "NO-GO" and decision["rows_evaluated"] == same["rows_evaluated"]
         # the worse candidate stopped at its decision; the baseline went on as long as "same" needed it
         assert broken.stats()["requests"] == WAVE
@@ -214,7 +234,7 @@ def test_targets_each_candidate_against_the_first(  # type: ignore[no-untyped-de
         k = 2 * 2  # two candidates × (exact-match, ok_rate)
         assert worse["waves"][0]["scores"][0]["beta_high"] == pytest.approx(0.05 / k)
         rows = _rows(result.output / "targets" / "worse")
-        assert sum(r["status"] == "skipped" for r in rows) == ROWS - WAVE
+        assert sum(r["status"] == "skipped" for r in rows) == TARGET_ROWS - WAVE
         comparison = json.loads((result.output / "comparison.json").read_text())
         assert [c["verdict"] for c in comparison["comparisons"]] == ["NO-GO", "GO"]
         page = (result.output / "report.html").read_text()
