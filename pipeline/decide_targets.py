@@ -22,12 +22,10 @@ import time
 import uuid
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beameval.cache.journal import JournalWriter
 from beameval.compare.policy import OK_RATE
 from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import GO, INCONCLUSIVE, NO_GO, Verdict
@@ -36,7 +34,6 @@ from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
-from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
@@ -46,14 +43,14 @@ from pipeline.decide_outputs import COMPARISON_FILE
 from pipeline.decide_rows import add_order_columns, paired_differences, read_side
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_usage import whole_run, whole_run_info
-from pipeline.finish import finish_run, pipeline_metrics, runner_info
-from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.finish import finish_run
+from pipeline.graph import TargetBranch
 from pipeline.job import spent_before
 from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import build_leaderboard
-from pipeline.local_runner import choose_runner
 from pipeline.multi import target_dir
 from pipeline.options import EvalOptions
+from pipeline.orchestrate import execute, job_limit
 from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
@@ -87,7 +84,7 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     refuse_dataset_overlap(flags.output, config.dataset.path, paths)
     for single in configs.values():
         preflight(single, paths)  # the free checks only (see the module docstring)
-    limit = flags.limit if flags.limit is not None else config.params.limit_samples
+    limit = job_limit(flags, config)
     total = row_count(paths, config.dataset.format)
     domain = np.arange(total if limit is None else min(total, limit), dtype=np.int64)
     positions = evaluation_order(domain, settings.seed)
@@ -129,7 +126,7 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                     wave=wave,
                 )
             )
-        infos.append(_run_wave(options, config, branches, paths, limit))
+        infos.append(execute(options, config, branches, paths, limit, progress=False))
         for branch in branches:
             results = finish_run(
                 configs[branch.name],
@@ -167,27 +164,6 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     per_target = {name: whole_run(configs[name], done) for name, done in jobs.items()}
     run_info = whole_run_info(infos)
     return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order))
-
-
-def _run_wave(
-    options: PipelineOptions, config: EvalConfig, branches: list[TargetBranch], paths: list[str], limit: int | None
-) -> dict[str, Any]:
-    """One multi-target Beam job over the dataset; the run facts every target's results.json records."""
-    wave_started = time.time()
-    pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
-    build_targets_graph(pipeline, config, branches, paths, limit)
-    try:
-        result = pipeline.run()
-        result.wait_until_finish()
-    finally:
-        InferenceEngine.close_all()
-        JournalWriter.close_all()
-    return {
-        **runner_info(options),
-        **pipeline_metrics(result),
-        "wall_time_s": round(time.time() - wave_started, 3),
-        "dataset_files": len(paths),
-    }
 
 
 def _finish(

@@ -32,7 +32,7 @@ from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
-__all__ = ["TargetBranch", "build_graph", "build_targets_graph"]
+__all__ = ["TargetBranch", "build_graph", "build_job_graph", "build_targets_graph"]
 
 
 def build_graph(
@@ -74,7 +74,7 @@ def build_graph(
 
 @dataclass(frozen=True)
 class TargetBranch:
-    """One target of a multi-target run: its single-target config, where it writes, and its own run id."""
+    """One target of a job: its single-target config (the workers'), where it writes, and its own run id."""
 
     name: str
     config: EvalConfig
@@ -115,6 +115,31 @@ def build_targets_graph(
     scored = [(read.fingerprints, samples) | branch.name >> _Branch(branch) for branch in branches]
     # One progress line for the run, counting the first target's rows (every target scores each row once).
     _progress(pipeline, scored[0], branches[0].run_id, read, limit)
+
+
+def build_job_graph(
+    pipeline: beam.Pipeline, config: EvalConfig, branches: Sequence[TargetBranch], paths: list[str], limit: int | None
+) -> None:
+    """Add a job to ``pipeline``: a single-target config's graph (:func:`build_graph`), else one branch per target.
+
+    ``branches``: one per target (exactly one for a single-target ``config``).
+    """
+    if config.targets is not None:
+        build_targets_graph(pipeline, config, branches, paths, limit)
+        return
+    (branch,) = branches
+    build_graph(
+        pipeline,
+        branch.config,
+        paths,
+        branch.output,
+        limit,
+        branch.run_id,
+        branch.stored_shards,
+        branch.stage,
+        branch.handed,
+        branch.wave,
+    )
 
 
 class _Branch(beam.PTransform):  # type: ignore[misc]
