@@ -49,14 +49,13 @@ from pipeline.finish import finish_run
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch
 from pipeline.job import spent_before
-from pipeline.job_record import check_resumed_config, record_job_config
+from pipeline.job_record import record_job_config
 from pipeline.options import EvalOptions
-from pipeline.orchestrate import execute, job_limit
-from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.orchestrate import claim_output, execute, job_limit, job_paths, job_targets
+from pipeline.output_dir import prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from transforms.decide import MarkDecided
-from transforms.read import list_dataset_files
 
 __all__ = ["run_decided"]
 
@@ -91,13 +90,10 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
     ends = wave_ends(len(in_order), settings.wave_rows)
 
-    paths = list_dataset_files(config.dataset.path)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
+    paths = job_paths(config, flags.output)
     preflight(config, paths)  # the free checks; the first request is the first row of the order, below
     store = run_store_use(config, flags)
-    lock_output(flags.output, run_id)
-    if flags.resume:  # before anything is sent: the journal answers the config it was started with
-        check_resumed_config(flags.output, config)
+    claim_output(flags, config, job_targets(config, flags.output, run_id), run_id)
     first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=run_id)
     started = time.time()
     waves: list[dict[str, Any]] = []

@@ -46,18 +46,17 @@ from pipeline.decide_usage import whole_run, whole_run_info
 from pipeline.finish import finish_run
 from pipeline.graph import TargetBranch
 from pipeline.job import spent_before
-from pipeline.job_record import check_resumed_config, record_job_config
+from pipeline.job_record import record_job_config
 from pipeline.leaderboard import build_leaderboard
 from pipeline.multi import target_dir
 from pipeline.options import EvalOptions
-from pipeline.orchestrate import execute, job_limit
-from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.orchestrate import claim_output, execute, job_limit, job_paths, job_targets
+from pipeline.output_dir import prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from transforms.decide import DECIDED, DECIDED_MESSAGE, MarkDecided
-from transforms.read import list_dataset_files
 
 __all__ = ["run_decided_targets"]
 
@@ -77,11 +76,11 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     settings = config.decide or DecideConfig()
     policy = load_policy(flags.policy)
     level = policy.confidence_level(config.statistics.confidence_level)
-    configs = {target.name: config.for_target(target) for target in config.targets}
+    targets = job_targets(config, flags.output, uuid.uuid4().hex)
+    configs = {t.name: t.config for t in targets}
     names = list(configs)
     base_name, candidates = names[0], names[1:]
-    paths = list_dataset_files(config.dataset.path)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
+    paths = job_paths(config, flags.output)
     for single in configs.values():
         preflight(single, paths)  # the free checks only (see the module docstring)
     limit = job_limit(flags, config)
@@ -92,10 +91,8 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
     ends = wave_ends(len(in_order), settings.wave_rows)
     store = run_store_use(config, flags)
-    run_ids = {name: uuid.uuid4().hex for name in names}
-    lock_output(flags.output, uuid.uuid4().hex)
-    if flags.resume:  # before anything is sent: the journals answer the config they were started with
-        check_resumed_config(flags.output, config)
+    run_ids = {t.name: t.run_id for t in targets}
+    claim_output(flags, config, targets, uuid.uuid4().hex)
     started = time.time()
     frozen: dict[str, int] = {}  # a decided candidate: the rows it decided on
     verdicts: dict[str, Verdict | None] = dict.fromkeys(candidates)

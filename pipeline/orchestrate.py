@@ -51,7 +51,7 @@ from pipeline.quota import job_config
 from transforms.progress import watch_progress
 from transforms.read import list_dataset_files
 
-__all__ = ["JobTarget", "execute", "job_limit", "job_targets", "run_job"]
+__all__ = ["JobTarget", "claim_output", "execute", "job_limit", "job_paths", "job_targets", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,27 @@ def job_limit(flags: EvalOptions, config: EvalConfig) -> int | None:
     return limit
 
 
+def job_paths(config: EvalConfig, output: str) -> list[str]:
+    """The dataset's files, sorted; refused when they overlap ``output`` (else the run reads its own outputs back)."""
+    paths = list_dataset_files(config.dataset.path, config.dataset.format, config.dataset.split)
+    refuse_dataset_overlap(output, config.dataset.path, paths)
+    return paths
+
+
+def claim_output(flags: EvalOptions, config: EvalConfig, targets: list[JobTarget], run_id: str) -> None:
+    """Before anything is paid or deleted: take OUT_DIR, and refuse what would lose paid answers.
+
+    OUT_DIR's lock (one run at a time, its targets/ included, until ``pipeline.run.main``
+    releases it); on ``--resume``, a config that is not the one the journals answer; with
+    ``--overwrite``, batches the provider still runs (``--cancel_batches`` cancels them).
+    """
+    lock_output(flags.output, run_id)
+    if flags.resume:
+        check_resumed_config(flags.output, config)
+    for t in targets:
+        refuse_live_batches(t.config, t.output, flags.overwrite, flags.resume, flags.cancel_batches)
+
+
 def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, run_id: str) -> dict[str, Any]:
     """Run the job (see the module docstring); return its results document.
 
@@ -98,8 +119,7 @@ def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, ru
             "gated by python -m pipeline.compare --policy GATE.yaml."
         )
     limit = job_limit(flags, config)
-    paths = list_dataset_files(config.dataset.path, config.dataset.format, config.dataset.split)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
+    paths = job_paths(config, flags.output)
     targets = job_targets(config, flags.output, run_id)
     first_rows = [None if flags.skip_preflight else preflight(t.config, paths) for t in targets]  # free checks only
     dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
@@ -109,11 +129,7 @@ def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, ru
     shards: list[Sequence[str] | None] = [None] * len(targets)
     handed = [HandOff()] * len(targets)
     if not dry_run:  # a dry run sends nothing paid
-        lock_output(flags.output, run_id)  # one run at a time per OUT_DIR (its targets/ included), until main()
-        if flags.resume:  # before anything is sent: the journals answer the config they were started with
-            check_resumed_config(flags.output, config)
-        for t in targets:  # before anything is sent or deleted
-            refuse_live_batches(t.config, t.output, flags.overwrite, flags.resume, flags.cancel_batches)
+        claim_output(flags, config, targets, run_id)
         firsts = [
             first_answer(t.config, row, t.output, flags, store, job=scope.id)  # the first paid request
             for t, row in zip(targets, first_rows, strict=True)

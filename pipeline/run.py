@@ -1,5 +1,6 @@
-"""``python -m pipeline.run``: validate, preflight, run the Beam pipeline, write results.json.
+"""``python -m pipeline.run``: run the job (``pipeline.orchestrate``; ``pipeline.decide`` for ``--decide``).
 
+The flags and config are read here, and the outcome becomes a summary and an exit code.
 Every failure a user can cause ends here as one paragraph on stderr and a non-zero exit
 code; ``--debug`` shows the traceback as well.
 """
