@@ -25,9 +25,11 @@ import json
 import time
 from typing import Any
 
+import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beameval.cache.journal import JournalWriter
 from beameval.compare.policy import OK_RATE
 from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import INCONCLUSIVE
@@ -36,6 +38,7 @@ from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
+from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import Run, score_ranges
@@ -45,17 +48,19 @@ from pipeline.decide_rows import Side, paired_differences, read_side, skipped_in
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_targets import run_decided_targets
 from pipeline.decide_usage import whole_run
-from pipeline.finish import finish_run
+from pipeline.finish import finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
-from pipeline.graph import TargetBranch
+from pipeline.graph import build_graph
 from pipeline.job import spent_before
-from pipeline.job_record import record_job_config
-from pipeline.options import EvalOptions
-from pipeline.orchestrate import claim_output, execute, job_limit, job_paths, job_targets
-from pipeline.output_dir import prepare_output, staging_dir
+from pipeline.job_record import check_resumed_config, record_job_config
+from pipeline.local_runner import choose_runner
+from pipeline.options import EvalOptions, progress_settings
+from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from transforms.decide import MarkDecided
+from transforms.progress import watch_progress
+from transforms.read import list_dataset_files
 
 __all__ = ["run_decided"]
 
@@ -83,17 +88,20 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     gated = gated_scores(names, policy, score_ranges(baseline.results))
     base = read_side(baseline.directory, [g[0] for g in gated if g[0] != OK_RATE], with_items=True)
     groups = group_members(config, base, policy)
-    limit = job_limit(flags, config)
+    limit = flags.limit if flags.limit is not None else config.params.limit_samples
     domain = base.row_index if limit is None else base.row_index[base.row_index < limit]
     positions = evaluation_order(domain, settings.seed)
     in_order = domain[np.argsort(positions)]
     order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
     ends = wave_ends(len(in_order), settings.wave_rows)
 
-    paths = job_paths(config, flags.output)
+    paths = list_dataset_files(config.dataset.path)
+    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
     preflight(config, paths)  # the free checks; the first request is the first row of the order, below
     store = run_store_use(config, flags)
-    claim_output(flags, config, job_targets(config, flags.output, run_id), run_id)
+    lock_output(flags.output, run_id)
+    if flags.resume:  # before anything is sent: the journal answers the config it was started with
+        check_resumed_config(flags.output, config)
     first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=run_id)
     started = time.time()
     waves: list[dict[str, Any]] = []
@@ -177,8 +185,23 @@ def _run_wave(
     started: float,
 ) -> dict[str, Any]:
     """One wave: one Beam job over the dataset, its outputs published (``finish_run``) as a stopped or complete run."""
+    wave_started = time.time()
+    pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
     stage = staging_dir(flags.output, run_id)
     job = job_config(config, options, handed.spent_after(spent))
-    branch = TargetBranch("", job, flags.output, run_id, shards, stage, handed.reply, wave)
-    run_info = execute(options, config, [branch], paths, limit)  # the wave's rows shown as a plain run shows them
+    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply, wave)
+    interval, _, local = progress_settings(options)
+    try:
+        with watch_progress(run_id, interval if local else 0.0):  # the wave's rows, as a plain run shows them
+            result = pipeline.run()
+            result.wait_until_finish()
+    finally:
+        InferenceEngine.close_all()
+        JournalWriter.close_all()
+    run_info = {
+        **runner_info(options),
+        **pipeline_metrics(result),
+        "wall_time_s": round(time.time() - wave_started, 3),
+        "dataset_files": len(paths),
+    }
     return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, None, spent)

@@ -117,31 +117,6 @@ def build_targets_graph(
     _progress(pipeline, scored[0], branches[0].run_id, read, limit)
 
 
-def build_job_graph(
-    pipeline: beam.Pipeline, config: EvalConfig, branches: Sequence[TargetBranch], paths: list[str], limit: int | None
-) -> None:
-    """Add a job to ``pipeline``: a single-target config's graph (:func:`build_graph`), else one branch per target.
-
-    ``branches``: one per target (exactly one for a single-target ``config``).
-    """
-    if config.targets is not None:
-        build_targets_graph(pipeline, config, branches, paths, limit)
-        return
-    (branch,) = branches
-    build_graph(
-        pipeline,
-        branch.config,
-        paths,
-        branch.output,
-        limit,
-        branch.run_id,
-        branch.stored_shards,
-        branch.stage,
-        branch.handed,
-        branch.wave,
-    )
-
-
 class _Branch(beam.PTransform):  # type: ignore[misc]
     """One target's stages, nested under its name so the labels of every branch are distinct."""
 
@@ -278,3 +253,17 @@ def _progress(
     interval, _, local = progress_settings(pipeline.options)
     if interval > 0:
         _ = scored | "Progress" >> ProgressLines(run_id, interval, read.splits if local else None, limit)
+
+
+def build_job_graph(
+    pipeline: beam.Pipeline, config: EvalConfig, branches: Sequence[TargetBranch], paths: list[str], limit: int | None
+) -> None:
+    """Add a job to ``pipeline``: a single-target config's graph (:func:`build_graph`), else one branch per target.
+
+    ``branches``: one per target (exactly one for a single-target ``config``).
+    """
+    if config.targets is not None:
+        build_targets_graph(pipeline, config, branches, paths, limit)
+        return
+    (b,) = branches
+    build_graph(pipeline, b.config, paths, b.output, limit, b.run_id, b.stored_shards, b.stage, b.handed, b.wave)
