@@ -25,12 +25,10 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beameval.cache.journal import JournalWriter
 from beameval.compare.policy import OK_RATE
 from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import GO, INCONCLUSIVE, NO_GO, Verdict
@@ -39,8 +37,6 @@ from beameval.config.decide import DecideConfig
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
-from beameval.inference.budget import RunBudget
-from beameval.inference.engine import InferenceEngine
 from beameval.report.leaderboard_page import render_leaderboard_report
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
@@ -51,21 +47,20 @@ from pipeline.decide_outputs import COMPARISON_FILE
 from pipeline.decide_rows import add_order_columns, paired_differences, read_side, skipped_in_waves
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_usage import whole_run, whole_run_info
-from pipeline.finish import finish_run, pipeline_metrics, runner_info
-from pipeline.graph import TargetBranch, build_targets_graph
+from pipeline.finish import finish_run
+from pipeline.graph import TargetBranch
 from pipeline.job import endpoint_labels, job_scope, record_job, spent_before
-from pipeline.job_record import check_resumed_config, record_job_config
+from pipeline.job_record import record_job_config
 from pipeline.leaderboard import build_leaderboard
-from pipeline.local_runner import choose_runner
 from pipeline.multi import target_dir
 from pipeline.options import EvalOptions
-from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.orchestrate import claim_output, execute, job_limit, job_paths, job_targets
+from pipeline.output_dir import prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from transforms.decide import DECIDED, DECIDED_MESSAGE, MarkDecided
-from transforms.read import list_dataset_files
 
 __all__ = ["run_decided_targets"]
 
@@ -85,14 +80,14 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     settings = config.decide or DecideConfig()
     policy = load_policy(flags.policy)
     level = policy.confidence_level(config.statistics.confidence_level)
-    configs = {target.name: config.for_target(target) for target in config.targets}
+    targets = job_targets(config, flags.output, uuid.uuid4().hex)
+    configs = {t.name: t.config for t in targets}
     names = list(configs)
     base_name, candidates = names[0], names[1:]
-    paths = list_dataset_files(config.dataset.path)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
+    paths = job_paths(config, flags.output)
     for single in configs.values():
         preflight(single, paths)  # the free checks only (see the module docstring)
-    limit = flags.limit if flags.limit is not None else config.params.limit_samples
+    limit = job_limit(flags, config)
     total = row_count(paths, config.dataset.format)
     domain = np.arange(total if limit is None else min(total, limit), dtype=np.int64)
     positions = evaluation_order(domain, settings.seed)
@@ -100,13 +95,11 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
     ends = wave_ends(len(in_order), settings.wave_rows)
     store = run_store_use(config, flags)
-    run_ids = {name: uuid.uuid4().hex for name in names}
+    run_ids = {t.name: t.run_id for t in targets}
     scope = job_scope(flags.output, flags.resume)  # one job: one budget for every target and wave (decide_job)
     labels = Counter(label for single in configs.values() for label in set(endpoint_labels(single).values()))
     shared = frozenset(label for label, count in labels.items() if count > 1)  # a judge every target uses
-    lock_output(flags.output, uuid.uuid4().hex)
-    if flags.resume:  # before anything is sent: the journals answer the config they were started with
-        check_resumed_config(flags.output, config)
+    claim_output(flags, config, targets, uuid.uuid4().hex)
     started = time.time()
     frozen: dict[str, int] = {}  # a decided candidate: the rows it decided on
     verdicts: dict[str, Verdict | None] = dict.fromkeys(candidates)
@@ -140,7 +133,7 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
                     wave=wave,
                 )
             )
-        infos.append(_run_wave(options, config, branches, paths, limit))
+        infos.append(execute(options, config, branches, paths, limit, progress=False))
         for branch in branches:
             results = finish_run(
                 configs[branch.name],
@@ -185,28 +178,6 @@ def run_decided_targets(options: PipelineOptions, flags: EvalOptions, config: Ev
     run_info = whole_run_info(infos)
     fields = _job_fields(config, spent, budget_hit)
     return _finish(flags, config, per_target, run_info, verdicts, waves, frozen, order, settings, len(in_order), fields)
-
-
-def _run_wave(
-    options: PipelineOptions, config: EvalConfig, branches: list[TargetBranch], paths: list[str], limit: int | None
-) -> dict[str, Any]:
-    """One multi-target Beam job over the dataset; the run facts every target's results.json records."""
-    wave_started = time.time()
-    pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
-    build_targets_graph(pipeline, config, branches, paths, limit)
-    try:
-        result = pipeline.run()
-        result.wait_until_finish()
-    finally:
-        InferenceEngine.close_all()
-        JournalWriter.close_all()
-        RunBudget.close_all()  # its spend logs, written and closed before the next wave reads the spend
-    return {
-        **runner_info(options),
-        **pipeline_metrics(result),
-        "wall_time_s": round(time.time() - wave_started, 3),
-        "dataset_files": len(paths),
-    }
 
 
 def _finish(

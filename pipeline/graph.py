@@ -34,7 +34,7 @@ from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
-__all__ = ["TargetBranch", "build_graph", "build_targets_graph"]
+__all__ = ["TargetBranch", "build_graph", "build_job_graph", "build_targets_graph"]
 
 
 def build_graph(
@@ -76,7 +76,7 @@ def build_graph(
 
 @dataclass(frozen=True)
 class TargetBranch:
-    """One target of a multi-target run: its single-target config, where it writes, and its own run id."""
+    """One target of a job: its single-target config (the workers'), where it writes, and its own run id."""
 
     name: str
     config: EvalConfig
@@ -273,3 +273,17 @@ def _progress(
     interval, _, local = progress_settings(pipeline.options)
     if interval > 0:
         _ = scored | "Progress" >> ProgressLines(run_id, interval, read.splits if local else None, limit)
+
+
+def build_job_graph(
+    pipeline: beam.Pipeline, config: EvalConfig, branches: Sequence[TargetBranch], paths: list[str], limit: int | None
+) -> None:
+    """Add a job to ``pipeline``: a single-target config's graph (:func:`build_graph`), else one branch per target.
+
+    ``branches``: one per target (exactly one for a single-target ``config``).
+    """
+    if config.targets is not None:
+        build_targets_graph(pipeline, config, branches, paths, limit)
+        return
+    (b,) = branches
+    build_graph(pipeline, b.config, paths, b.output, limit, b.run_id, b.stored_shards, b.stage, b.handed, b.wave)

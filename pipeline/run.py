@@ -1,5 +1,6 @@
-"""``python -m pipeline.run``: validate, preflight, run the Beam pipeline, write results.json.
+"""``python -m pipeline.run``: run the job (``pipeline.orchestrate``; ``pipeline.decide`` for ``--decide``).
 
+The flags and config are read here, and the outcome becomes a summary and an exit code.
 Every failure a user can cause ends here as one paragraph on stderr and a non-zero exit
 code; ``--debug`` shows the traceback as well.
 """
@@ -14,47 +15,26 @@ import traceback
 import uuid
 from typing import Any
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from beameval.cache.journal import JournalWriter
 from beameval.compare.verdict import overall_verdict
 from beameval.core.console import printable
 from beameval.core.errors import EvaluatorError
-from beameval.inference.budget import RunBudget
-from beameval.inference.engine import InferenceEngine
-from pipeline.cache import lookup_shards, run_store_use
 from pipeline.cli import check_flags, help_text
 from pipeline.compare import EXIT_CODES
 from pipeline.config import load_config
 from pipeline.decide import run_decided
 from pipeline.decide_outputs import decision_exit
 from pipeline.failures import format_failures
-from pipeline.finish import BatchesPending, RunFailed, finish_run, pipeline_metrics, runner_info
-from pipeline.first_answer import HandOff, first_answer, hand_off
-from pipeline.graph import build_graph
+from pipeline.finish import BatchesPending, RunFailed
 from pipeline.interrupt import EXIT_INTERRUPTED, InterruptState, interruptible
-from pipeline.job import first_paid, job_scope, job_spend, record_job, spent_before
-from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.leaderboard import format_leaderboard
-from pipeline.local_runner import choose_runner
-from pipeline.multi import run_targets
-from pipeline.options import EvalOptions, progress_settings
-from pipeline.output_dir import (
-    full_disk_message,
-    lock_output,
-    prepare_output,
-    refuse_dataset_overlap,
-    refuse_live_batches,
-    release_output,
-    staging_dir,
-)
+from pipeline.options import EvalOptions
+from pipeline.orchestrate import run_job
+from pipeline.output_dir import full_disk_message, release_output
 from pipeline.placeholders import resolve_output
-from pipeline.preflight import preflight
-from pipeline.quota import EXIT_BUDGET, job_config
+from pipeline.quota import EXIT_BUDGET
 from pipeline.summary import format_summary_table, unexpected_error, unwrap_pipeline_error
-from transforms.progress import watch_progress
-from transforms.read import list_dataset_files
 
 __all__ = ["BatchesPending", "RunFailed", "main", "run"]
 
@@ -86,64 +66,7 @@ def run(argv: list[str], interrupt: InterruptState | None = None) -> dict[str, A
     config = load_config(flags.config)
     if flags.decide or flags.baseline:  # evaluate in waves and stop once the verdict is certain (pipeline.decide)
         return run_decided(options, flags, config, run_id)
-    if config.targets is not None:  # several targets in one run (pipeline.multi)
-        return run_targets(options, flags, config)
-    if flags.policy:
-        raise EvaluatorError(
-            "--policy applies to a run with targets: (its OUT_DIR/comparison.json); a single-target run is "
-            "gated by python -m pipeline.compare --policy GATE.yaml."
-        )
-    limit = flags.limit if flags.limit is not None else config.params.limit_samples
-    if limit is not None and limit < 1:
-        raise EvaluatorError(f"--limit must be at least 1, got {limit}.")
-    paths = list_dataset_files(config.dataset.path, config.dataset.format, config.dataset.split)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)  # else the run reads its own outputs back
-    first_row = None if flags.skip_preflight else preflight(config, paths)  # free checks only
-    dry_run = bool(options.view_as(TestOptions).dry_run)  # Beam's --dry_run: build the job, run nothing
-    store = run_store_use(config, flags)
-    handed, shards, spent = HandOff(), None, (0.0, 0.0)
-    scope = job_scope(flags.output, flags.resume and not dry_run)  # the job: kept across --resume
-    if not dry_run:  # a dry run sends nothing paid
-        lock_output(flags.output, run_id)  # one run at a time per OUT_DIR, until main() releases it
-        if flags.resume:  # before anything is sent: the journal answers the config it was started with
-            check_resumed_config(flags.output, config)
-        refuse_live_batches(config, flags.output, flags.overwrite, flags.resume, flags.cancel_batches)
-        first = first_answer(config, first_row, flags.output, flags, store, job=scope.id)  # the first paid request
-        prepare_output(flags.output, flags.overwrite, resume=flags.resume)
-        if flags.resume:
-            spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
-        shards = lookup_shards(config, flags.output, store, flags.resume)  # without the preflight's shard
-        handed = hand_off(first, flags.output)  # its answer, into the journal and to GenerateSamples
-        record_job(flags.output, scope, *first_paid([(config, handed)]))
-        record_job_config(flags.output, config, flags.resume)
-
-    started = time.time()
-    runner = choose_runner(options)  # no --runner or DirectRunner: the local engine, which never fetches Prism
-    pipeline = beam.Pipeline(runner=runner, options=options)
-    stage = staging_dir(flags.output, run_id)  # outputs move into place only when the run has finished
-    job = job_config(config, options, handed.spent_after(spent), scope)  # W, the budget left, the job: for the pacers
-    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply)
-    interval, _, local = progress_settings(options)
-    try:
-        with watch_progress(run_id, interval if local else 0.0):  # one bar or line for the run (issue 16)
-            result = pipeline.run()
-            result.wait_until_finish()
-    finally:
-        # Workers that ran in this process leave their engines behind; close them so the next run
-        # here (tests, notebooks) starts with fresh connections and a full concurrency limit.
-        InferenceEngine.close_all()
-        JournalWriter.close_all()  # the responses of this process's workers, flushed and closed
-        RunBudget.close_all()  # its spend logs, written and closed before the spend is read
-    run_info = {
-        **runner_info(options),
-        **pipeline_metrics(result),
-        "wall_time_s": round(time.time() - started, 3),
-        "dataset_files": len(paths),
-    }
-    if dry_run:
-        return {"status": "dry_run", "run": run_info}
-    spend = job_spend(config, scope)  # every invocation's, from the job's ledger
-    return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, flags.history, spent, spend)
+    return run_job(options, flags, config, run_id)  # one target or several (pipeline.orchestrate)
 
 
 def main(argv: list[str] | None = None) -> int:
