@@ -36,6 +36,7 @@ submission record, so the two never see each other's batches).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import pickle
 import re
@@ -135,22 +136,23 @@ def budget_charge(
     The whole estimate (prompt estimate + ``max_tokens`` per request) is spent when the batch
     is submitted: the answers arrive in one piece, possibly in a later invocation.
     """
-    budget = RunBudget.of(EndpointQuota.of(model, params, job))  # the job's, through its ledger when it has one
+    # The check is this process's, on the estimate (``params.budget`` less the job's earlier spend, as
+    # job_config leaves it); the job's ledger records what the answers really used (``record_batch_usage``).
+    quota = dataclasses.replace(EndpointQuota.of(model, params, job), ledger=None)
+    budget = RunBudget.of(quota)
     if budget is None:
         return None
     pricing = model.pricing
 
     def charge(chunk: Sequence[BatchRequest]) -> bool:
         tokens = usd = 0.0
-        prompts = completions = 0
         for request in chunk:
             prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
-            prompts, completions = prompts + prompt, completions + completion
+            tokens += prompt + completion
             usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-        tokens = float(prompts + completions)
         if budget.try_reserve(tokens, usd) != "reserved":
             return False
-        budget.settle(tokens, usd, tokens, usd, endpoint=scope, prompt=prompts, completion=completions)
+        budget.settle(tokens, usd, tokens, usd)
         return True
 
     return charge
@@ -461,6 +463,7 @@ class RunBatches(beam.DoFn):
             self._redactor,
             budget_charge(params, model, self._run_id, TARGET_SCOPE),
         )
+        self._spend = RunBudget.of(EndpointQuota.of(model, params, self._run_id))  # the job's ledger, if any
 
     def process(self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None) -> Iterator[GeneratedRow]:
         (_scope, shard), grouped = keyed
@@ -507,7 +510,15 @@ class RunBatches(beam.DoFn):
                 info,
                 sample_index=row.sample_index,
             )
-        return answered_row(row, sample, info)  # exactly what a fresh online answer goes through
+        answered = answered_row(row, sample, info)  # exactly what a fresh online answer goes through
+        if self._spend is not None and answered.inference is not None:
+            prompt, completion = answered.inference.prompt_tokens or 0, answered.inference.completion_tokens or 0
+            pricing = self._endpoint.model.pricing
+            usd = 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
+            self._spend.settle(
+                0, 0, prompt + completion, usd, endpoint=TARGET_SCOPE, prompt=prompt, completion=completion
+            )
+        return answered
 
 
 class BatchSamples(beam.PTransform):

@@ -72,7 +72,8 @@ def test_a_misspelt_metric_type_names_the_type_it_resembles() -> None:
     message = refusal({**BASE, "metrics": [{**METRIC, "type": "exact_match"}]})
     assert message.endswith(
         "unknown metric type 'exact_match'; valid types are: bleu, exact-match, f1, llm-judge, number-check, "
-        "remote, rouge, string-check, tool-calling. Did you mean 'exact-match'?"
+        "remote, retrieval-map, retrieval-mrr, retrieval-ndcg, retrieval-precision, retrieval-recall, rouge, "
+        "string-check, tool-calling. Did you mean 'exact-match'?"
     )
     assert "Did you mean" not in refusal({**BASE, "metrics": [{"type": "zzzz"}]})
 
