@@ -59,12 +59,12 @@ from pipeline.job import first_paid, job_scope, record_job, spent_before
 from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.local_runner import choose_runner
 from pipeline.options import EvalOptions, progress_settings
-from pipeline.output_dir import lock_output, prepare_output, refuse_dataset_overlap, staging_dir
+from pipeline.orchestrate import job_paths
+from pipeline.output_dir import lock_output, prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from transforms.decide import MarkDecided
 from transforms.progress import watch_progress
-from transforms.read import list_dataset_files
 
 __all__ = ["run_decided"]
 
@@ -99,8 +99,7 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     order = {int(row): int(position) for row, position in zip(domain, positions, strict=True)}
     ends = wave_ends(len(in_order), settings.wave_rows)
 
-    paths = list_dataset_files(config.dataset.path)
-    refuse_dataset_overlap(flags.output, config.dataset.path, paths)
+    paths = job_paths(config, flags.output)
     preflight(config, paths)  # the free checks; the first request is the first row of the order, below
     store = run_store_use(config, flags)
     scope = job_scope(flags.output, flags.resume)  # one job for every wave: one budget (pipeline.decide_job)

@@ -34,7 +34,7 @@ from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, build_results, read_json, write_file_atomically, write_json_atomically
 from pipeline.summary import format_summary_table
 from transforms import NAMESPACE
-from transforms.batch import batch_metrics, batch_usage, uses_batch_mode
+from transforms.batch_endpoint import batch_metrics, batch_usage, uses_batch_mode
 from transforms.write import SUMMARY_FILE
 
 __all__ = ["BatchesPending", "RunFailed", "finish_run", "pipeline_metrics", "runner_info"]

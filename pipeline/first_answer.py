@@ -45,7 +45,7 @@ from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
-from transforms.batch import uses_batch_mode
+from transforms.batch_endpoint import uses_batch_mode
 from transforms.cache import files_for, target_request
 
 __all__ = ["FirstRow", "HandOff", "answered_in", "first_answer", "hand_off"]

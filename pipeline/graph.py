@@ -18,7 +18,8 @@ from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.baseline import Baseline, needs_baseline
-from transforms.batch import BatchSamples, batch_metrics, uses_batch_mode
+from transforms.batch import BatchSamples
+from transforms.batch_endpoint import batch_metrics, uses_batch_mode
 from transforms.cache import STORED, AnswerHits, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
 from transforms.metric_batch import BatchMetricCalls

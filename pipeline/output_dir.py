@@ -33,7 +33,7 @@ from beameval.core.durable import disk_full, exchange, fsync_directory, write_at
 from beameval.core.errors import OutputError
 from beameval.outputs.groups import GROUPS_FILE
 from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire, refuse_symlink
-from transforms.batch import live_batches
+from transforms.batch_endpoint import live_batches
 from transforms.cache import files_for
 
 __all__ = [

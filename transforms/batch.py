@@ -35,339 +35,46 @@ submission record, so the two never see each other's batches).
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import json
 import pickle
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
 from beameval.cache.key import response_key_from_content
-from beameval.config.endpoints import ModelTarget
-from beameval.config.params import Params
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.redaction import Redactor
 from beameval.inference.answers import answered_row
-from beameval.inference.batch.client import TERMINAL, BatchApiError, BatchClient, batch_endpoint
 from beameval.inference.batch.ledger import (
-    LEDGER_DIR,
     TARGET_SCOPE,
-    BatchLedger,
-    LedgerState,
-    LineFailure,
-    metric_scope,
 )
 from beameval.inference.batch.lines import BatchRequest, custom_id
-from beameval.inference.batch.runner import BatchOutcome, BatchRun, run_batches
+from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.budget import RunBudget
 from beameval.inference.classify import classify
-from beameval.inference.http_client import HttpClient
-from beameval.inference.pacing import estimate_tokens
 from beameval.inference.prepared import canonical_json, request_hash_from_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
-from beameval.inference.targets.base import TargetHandler
-from beameval.inference.targets.model_request import endpoint_urls
-from beameval.metrics.base import EndpointMetric, MetricConfig
-from transforms.cache import files_for, journal_for, target_request
-from transforms.metric_cache import endpoint_metrics
+from transforms.batch_endpoint import (
+    PENDING,
+    BatchEndpoint,
+    budget_charge,
+    by_url,
+    collect_trigger,
+    send_batches,
+    shard_key,
+    submit_then_collect,
+)
+from transforms.cache import target_request
 
-__all__ = [
-    "PENDING",
-    "BatchEndpoint",
-    "BatchSamples",
-    "batch_metrics",
-    "batch_usage",
-    "budget_charge",
-    "by_url",
-    "collect_trigger",
-    "in_batch_mode",
-    "live_batches",
-    "send_batches",
-    "shard_key",
-    "submit_then_collect",
-    "uses_batch_mode",
-]
+__all__ = ["BatchSamples"]
 
-#: Why a request has no answer while its batch runs on at the provider.
-PENDING = "not answered yet: its batch is still running at the provider (rerun with --resume to collect it)"
-_REPLY_CAP = 1 << 31  # an output file holds every answer of a batch (up to 50,000)
+
 #: One target request in a group, as compact as it travels: row index, sample index, response key, the row's
 #: item, raw line and notes, and the request body (the InputRow is rebuilt from them after the group).
 _Request = tuple[int, int, str, Any, "str | None", list[str], str]
-_ROW_OF_ID = re.compile(r"row-(\d+)-sample-\d+$")
-
-
-def ledger_dir(journal: str) -> str:
-    """The submission record's folder inside the journal folder."""
-    return FileSystems.join(journal, LEDGER_DIR)
-
-
-def batch_usage(journal: str, scope: str = TARGET_SCOPE) -> dict[str, int]:
-    """``usage.batch`` of one endpoint (``scope``), from the submission record (every run of this OUT_DIR together)."""
-    folder = ledger_dir(journal)
-    files = files_for(folder)
-    return BatchLedger(folder, files, scope).scope_usage() if files.match(f"{folder}/*.json") else LedgerState().usage()
-
-
-def shard_key(scope: str, row_index: int, model: ModelTarget) -> tuple[str, int]:
-    """The key a request is grouped under: its endpoint's scope and its row's shard (about one batch of rows)."""
-    return scope, row_index // model.batch.max_requests
-
-
-def _shard_of(requests: Sequence[tuple[str, str]], model: ModelTarget) -> int | None:
-    """The shard of a recorded batch: its first request's row (None for an id this stage did not make)."""
-    found = _ROW_OF_ID.search(requests[0][0]) if requests else None
-    return None if found is None else int(found.group(1)) // model.batch.max_requests
-
-
-def budget_charge(
-    params: Params, model: ModelTarget, job: str, scope: str
-) -> Callable[[Sequence[BatchRequest]], bool] | None:
-    """Charges a batch's estimated cost (batch-priced) to the run's budget before it is submitted; None: no budget.
-
-    The whole estimate (prompt estimate + ``max_tokens`` per request) is spent when the batch
-    is submitted: the answers arrive in one piece, possibly in a later invocation.
-    """
-    # The check is this process's, on the estimate (``params.budget`` less the job's earlier spend, as
-    # job_config leaves it); the job's ledger records what the answers really used (``record_batch_usage``).
-    quota = dataclasses.replace(EndpointQuota.of(model, params, job), ledger=None)
-    budget = RunBudget.of(quota)
-    if budget is None:
-        return None
-    pricing = model.pricing
-
-    def charge(chunk: Sequence[BatchRequest]) -> bool:
-        tokens = usd = 0.0
-        for request in chunk:
-            prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
-            tokens += prompt + completion
-            usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-        if budget.try_reserve(tokens, usd) != "reserved":
-            return False
-        budget.settle(tokens, usd, tokens, usd)
-        return True
-
-    return charge
-
-
-def uses_batch_mode(config: EvalConfig) -> bool:
-    """True when the target model is in ``mode: batch``."""
-    model = config.target.model if config.target is not None else None
-    return model is not None and model.mode == "batch"
-
-
-def in_batch_mode(metric: EndpointMetric[Any]) -> bool:
-    """True when an endpoint metric's model (an LLM judge's) is in ``mode: batch``."""
-    access = metric.endpoint_access
-    return isinstance(access, ModelTarget) and access.mode == "batch"
-
-
-def batch_metrics(configs: Sequence[MetricConfig]) -> list[tuple[str, EndpointMetric[Any]]]:
-    """The endpoint metrics in batch mode, with their metric keys (``CallMetricEndpoints`` leaves them alone)."""
-    return [(key, metric) for key, metric in endpoint_metrics(configs) if in_batch_mode(metric)]
-
-
-@dataclass(frozen=True)
-class BatchEndpoint:
-    """One endpoint of the run in batch mode, as its batches are sent, polled and collected.
-
-    Attributes:
-        model: its model config (URL, ``batch:`` settings, CA bundle).
-        handler: builds its headers and parses its replies (the target's, or the judge's own).
-        max_retries: resubmissions of a request after its first batch (and retries of one Batch API call).
-        request_timeout: its per-attempt timeout (an upload or download gets at least 300 s).
-        scope: its part of the submission record (``TARGET_SCOPE``, ``metric_scope(key)``).
-        redactor: masks its key in what is recorded and in messages.
-        charge: charges a batch to the run's budget before it is submitted (``budget_charge``).
-
-    """
-
-    model: ModelTarget
-    handler: TargetHandler
-    max_retries: int
-    request_timeout: float | None
-    scope: str
-    redactor: Redactor
-    charge: Callable[[Sequence[BatchRequest]], bool] | None = None
-
-    def validate(self, body: Any) -> LineFailure | None:
-        """Online mode's check of a 2xx reply (the handler's parse: choices present, an answer in them)."""
-        try:
-            self.handler.parse(200, body)
-        except Exception as exc:  # noqa: BLE001 - classified like an online reply that does not parse
-            failure = classify(exc, secrets=self.handler.secrets)
-            return LineFailure(200, failure.retryable, f"batch line: {failure.message}")
-        return None
-
-
-def collect_trigger(
-    pipeline: beam.Pipeline, endpoints: Sequence[tuple[str, str, ModelTarget]], journal_dir: str, label: str
-) -> beam.PCollection[Any]:
-    """``((name, shard), None)`` for shard 0 and every shard with a live batch: makes those keys' calls happen.
-
-    ``endpoints`` are the batch-mode endpoints, as ``(name, scope, model)`` (``name`` the first
-    part of their keys); the record is read when the graph is built (a ``--resume`` attaches
-    to what earlier invocations left live).
-    """
-    folder = ledger_dir(journal_dir)
-    files = files_for(folder)
-    keys = set()
-    for name, scope, model in endpoints:
-        keys.add((name, 0))
-        if files.match(f"{folder}/*.json"):
-            state = BatchLedger(folder, files, scope).load()
-            shards = (_shard_of(state.requests_of(batch), model) for batch in state.live())
-            keys.update((name, shard) for shard in shards if shard is not None)
-    return pipeline | label >> beam.Create([(key, None) for key in sorted(keys)])
-
-
-def submit_then_collect(grouped: beam.PCollection[Any], step: Callable[[bool], beam.DoFn], label: str) -> Any:
-    """Every key submits first (``step(False)``), then every key collects (``step(True)``) once all have submitted."""
-    submitted = grouped | f"Submit{label}" >> beam.ParDo(step(False))
-    return grouped | f"Collect{label}" >> beam.ParDo(step(True), beam.pvalue.AsList(submitted))
-
-
-def by_url(grouped: Iterable[tuple[str, Any] | None], default_url: str) -> dict[str, list[Any]]:
-    """An endpoint's grouped ``(url, request)``s by URL, without the trigger; ``{default_url: []}`` when there are none.
-
-    The empty call still polls and collects the endpoint's live batches (nothing is submitted).
-    """
-    found: dict[str, list[Any]] = {}
-    for item in grouped:
-        if item is not None:
-            found.setdefault(item[0], []).append(item[1])
-    return found or {default_url: []}
-
-
-def send_batches(
-    endpoint: BatchEndpoint,
-    url: str,
-    requests: list[BatchRequest],
-    journal_dir: str,
-    output: str,
-    shard: int | None = None,
-    collect: bool = True,
-) -> dict[str, BatchOutcome]:
-    """Bring ``requests`` (all of one endpoint URL and one ``shard``) through the Batch API; an outcome per custom_id.
-
-    Only the live batches of ``shard`` are polled and collected (every one when None);
-    without ``collect`` nothing is polled: what is not yet in a batch is submitted.
-
-    Raises:
-        EvaluatorError: a Files or Batches call failed for good (every batch so far is recorded).
-    """
-    try:
-        return asyncio.run(_run(endpoint, url, requests, journal_dir, output, shard, collect))
-    except BatchApiError as exc:
-        raise EvaluatorError(
-            f"batch mode: {endpoint.redactor.text(str(exc))}",
-            hint="Every batch created so far is recorded in OUT_DIR/_responses/batches/; rerun with --resume "
-            "to attach to them once the Batch API answers again.",
-        ) from None
-
-
-async def _run(
-    endpoint: BatchEndpoint,
-    url: str,
-    requests: list[BatchRequest],
-    journal_dir: str,
-    output: str,
-    shard: int | None,
-    collect: bool,
-) -> dict[str, BatchOutcome]:
-    model, settings = endpoint.model, endpoint.model.batch
-    timeout = max(endpoint.request_timeout or 0.0, 300.0)  # an upload or download may be 200 MB
-    http = HttpClient(4, timeout, ca_bundle=model.ca_bundle, max_response_bytes=_REPLY_CAP)
-    query = url.partition("?")[2]
-    query = f"?{query}" if query else ""
-    base = endpoint_urls(model.url)[0]
-    journal = journal_for(journal_dir)
-    folder = ledger_dir(journal_dir)
-    run = BatchRun(
-        client=BatchClient(http, base, query, endpoint.handler.headers, endpoint.max_retries),
-        # The provider's ids are its own: they are recorded with its Batch API (base URL and query) and the model.
-        ledger=BatchLedger(
-            folder, files_for(folder), endpoint.scope, base + query, model.name, None if shard is None else str(shard)
-        ),
-        settings=settings,
-        endpoint=batch_endpoint(url, settings.endpoint),
-        max_retries=endpoint.max_retries,
-        validate=endpoint.validate,
-        record=lambda key, body: journal.record(key, endpoint.redactor.value(body), model.name),
-        sync=journal.sync,
-        metadata={"beameval_output": output[-512:], "beameval_endpoint": endpoint.scope},
-        charge=endpoint.charge,
-        owns=None if shard is None else (lambda ids: _shard_of(ids, model) in (shard, None)),
-    )
-    try:
-        return await run_batches(run, requests, collect)
-    finally:
-        await http.aclose()
-
-
-def live_batches(config: EvalConfig, journal_dir: str, cancel: bool) -> list[str]:
-    """The batches recorded in ``journal_dir`` and not collected that the provider still runs; ``cancel`` cancels them.
-
-    Each is named with its endpoint (``batch_7 (target at http://h/v1)``). Only the endpoints
-    of ``config`` can be asked (their keys are in it). A listing or poll that fails raises
-    ``EvaluatorError``: nothing is deleted on a guess.
-    """
-    endpoints: list[tuple[str, ModelTarget, TargetHandler]] = []
-    target = config.target
-    if uses_batch_mode(config) and target is not None and target.model is not None:
-        endpoints.append((TARGET_SCOPE, target.model, make_handler(target, config.params, target.api_key())))
-    for key, metric in batch_metrics(config.metrics):
-        access = metric.endpoint_access
-        assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
-        endpoints.append((metric_scope(key), access, metric.endpoint_handler()))
-    folder = ledger_dir(journal_dir)
-    files = files_for(folder)
-    if not endpoints or not files.match(f"{folder}/*.json"):
-        return []
-    try:
-        return asyncio.run(_live(endpoints, folder, files, cancel, config.params.max_retries))
-    except BatchApiError as exc:
-        secrets = [value for _, model, _ in endpoints for value in model.secret_values()]
-        raise EvaluatorError(
-            f"batch mode: {Redactor(secrets).text(str(exc))}",
-            hint="The batches recorded in OUT_DIR/_responses/batches/ could not be checked at the provider; "
-            "nothing was deleted. Try again once the Batch API answers.",
-        ) from None
-
-
-async def _live(
-    endpoints: list[tuple[str, ModelTarget, TargetHandler]], folder: str, files: Any, cancel: bool, retries: int
-) -> list[str]:
-    found = []
-    http = HttpClient(4, 60.0, max_response_bytes=_REPLY_CAP)
-    try:
-        for scope, model, handler in endpoints:
-            base, query = endpoint_urls(model.url)[0], model.url.partition("?")[2]
-            query = f"?{query}" if query else ""
-            client = BatchClient(http, base, query, handler.headers, retries)
-            for batch_id in BatchLedger(folder, files, scope, base + query, model.name).load().live():
-                try:
-                    status = (await client.get(batch_id)).get("status")
-                except BatchApiError as exc:
-                    if exc.status == 404:  # the provider no longer has it: nothing to abandon
-                        continue
-                    raise
-                if status in TERMINAL:
-                    continue
-                if cancel:
-                    await client.cancel(batch_id)
-                found.append(f"{batch_id} ({scope} at {base})")
-    finally:
-        await http.aclose()
-    return found
 
 
 class KeyBatchRequests(beam.DoFn):

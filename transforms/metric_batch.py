@@ -9,9 +9,9 @@ the other, because the judge's step waits for every target answer):
 * ``KeyMetricBatchRequests`` builds each row's request for every judge in batch mode
   exactly as online judging does (the metric's ``build_request``), keys it as online mode
   keys it, and sends the row to wait for its replies; a row with nothing to ask passes on;
-* the requests are grouped per judge and shard of rows (``transforms.batch.shard_key``,
+* the requests are grouped per judge and shard of rows (``transforms.batch_endpoint.shard_key``,
   with its ``collect_trigger``); every key submits first, then collects
-  (``transforms.batch.submit_then_collect`` and ``send_batches``, in the judge's own scope
+  (``transforms.batch_endpoint.submit_then_collect`` and ``send_batches``, in the judge's own scope
   of ``OUT_DIR/_responses/batches/``), charged to the run's budget before each batch; each
   answer is parsed by the judge's handler into the ``EndpointReply`` an online call makes,
   keyed by the row;
@@ -41,7 +41,7 @@ from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.classify import classify
 from beameval.inference.prepared import wire_bytes
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
-from transforms.batch import (
+from transforms.batch_endpoint import (
     PENDING,
     BatchEndpoint,
     batch_metrics,

@@ -46,7 +46,7 @@ from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
-from transforms.batch import in_batch_mode
+from transforms.batch_endpoint import in_batch_mode
 from transforms.cache import journal_for
 from transforms.guard import guarded
 from transforms.worker_gc import freeze_startup_heap

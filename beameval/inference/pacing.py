@@ -45,9 +45,7 @@ header read, no rate learnt, an attempt goes at once: no lock, no wait). What it
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from beameval.inference.budget import RunBudget
 from beameval.inference.classify import safe_url
+from beameval.inference.estimate import estimate_tokens
 from beameval.inference.learnt_rate import LearntRate
 from beameval.inference.not_sent import PacingTooLong
 from beameval.inference.quota import EndpointQuota, redis_password
@@ -64,56 +63,15 @@ from beameval.inference.token_bucket import TokenBucket
 if TYPE_CHECKING:
     from beameval.inference.shared_rate import SharedGate
 
-__all__ = ["DEFAULT_COMPLETION_TOKENS", "Charge", "Pacer", "estimate_tokens"]
+__all__ = ["Charge", "Pacer"]
 
 log = logging.getLogger(__name__)
 
-#: Completion tokens charged for a request that names no max_tokens.
-DEFAULT_COMPLETION_TOKENS = 256
 #: Seconds of each rate one worker may send at once.
 BURST_S = 0.5
 #: The longest single pacing wait when the caller gives none (the engine passes ``params.request_timeout``).
 MAX_WAIT_S = 600.0
 _KINDS = ("requests", "tokens")
-#: Request fields billed as input besides the messages: tool definitions, the response's schema, a system prompt.
-_BILLED_FIELDS = ("tools", "functions", "tool_choice", "response_format", "system", "instructions")
-
-
-def estimate_tokens(body: Mapping[str, Any], wire_length: int) -> tuple[int, int]:
-    """(prompt, completion) tokens charged before the reply: characters / 4 rounded up, and max_tokens."""
-    chars = _prompt_chars(body)
-    prompt = math.ceil((wire_length if chars is None else chars) / 4)
-    limit = body.get("max_tokens", body.get("max_completion_tokens"))
-    completion = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else None
-    return prompt, DEFAULT_COMPLETION_TOKENS if completion is None else completion
-
-
-def _prompt_chars(body: Mapping[str, Any]) -> int | None:
-    """Characters of everything billed as input (messages or prompt, tools, formats); None for other bodies."""
-    chars = _text_chars(body)
-    if chars is None:
-        return None
-    return chars + sum(len(json.dumps(body[name])) for name in _BILLED_FIELDS if body.get(name) is not None)
-
-
-def _text_chars(body: Mapping[str, Any]) -> int | None:
-    """Characters of the text a model reads (messages' content, or the prompt); None for other bodies."""
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        total = 0
-        for message in messages:
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, str):
-                total += len(content)
-            elif isinstance(content, list):
-                total += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
-        return total
-    prompt = body.get("prompt")
-    if isinstance(prompt, str):
-        return len(prompt)
-    if isinstance(prompt, list):
-        return sum(len(part) for part in prompt if isinstance(part, str))
-    return None
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from beameval.inference.pacing import estimate_tokens
+from beameval.inference.estimate import estimate_tokens
 from beameval.testserver.harness import ServerProcess
 from tests.conftest import CliResult
 from tests.pipeline.test_resume_pipeline import start_run

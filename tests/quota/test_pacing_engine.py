@@ -11,7 +11,7 @@ from multidict import CIMultiDict
 from beameval.config import ModelTarget, Params, TargetConfig
 from beameval.config.quota import Budget, Pricing, RateLimit
 from beameval.inference.engine import InferenceEngine
-from beameval.inference.pacing import estimate_tokens
+from beameval.inference.estimate import estimate_tokens
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.ratelimit_headers import Advertised, Unusable, advertised
 from beameval.inference.targets import make_handler
