@@ -57,7 +57,7 @@ from pipeline.options import EvalOptions
 from pipeline.orchestrate import claim_output, execute, job_limit, job_paths, job_targets
 from pipeline.output_dir import prepare_output, staging_dir
 from pipeline.preflight import preflight
-from pipeline.quota import job_config
+from pipeline.quota import budget_block, job_config
 from pipeline.report import report_after_run
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from transforms.decide import DECIDED, DECIDED_MESSAGE, MarkDecided
@@ -254,14 +254,7 @@ def _job_fields(config: EvalConfig, spent: tuple[float, float], budget_hit: bool
     fields: dict[str, Any] = {"status": "stopped", "complete": False, "stopped": "budget"} if budget_hit else {}
     budget = config.params.budget
     if budget is not None:
-        fields["usage"] = {
-            "budget": {
-                "max_tokens": budget.max_tokens,
-                "max_usd": budget.max_usd,
-                "spent_tokens": round(spent[0]),
-                "spent_usd": round(spent[1], 6),
-            }
-        }
+        fields["usage"] = {"budget": budget_block(budget, spent)}
     return fields
 
 

@@ -20,6 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beameval.config.schema import EvalConfig
 from pipeline.leaderboard import build_leaderboard
 from pipeline.options import EvalOptions
+from pipeline.quota import budget_block
 from pipeline.report import COMPARISON_FILE, write_leaderboard_report
 from pipeline.results import RESULTS_FILE, write_json_atomically
 from pipeline.targets_compare import compare_targets
@@ -87,12 +88,5 @@ def _job_budget(
                 spent[0] + sum(block.get("spent_tokens", 0) - spent[0] for block in used),
                 spent[1] + sum(block.get("spent_usd", 0.0) - spent[1] for block in used),
             )
-        fields["usage"] = {
-            "budget": {
-                "max_tokens": budget.max_tokens,
-                "max_usd": budget.max_usd,
-                "spent_tokens": round(total[0]),
-                "spent_usd": round(total[1], 6),
-            }
-        }
+        fields["usage"] = {"budget": budget_block(budget, total)}
     return fields

@@ -43,7 +43,7 @@ from beameval.core.scoring import metric_keys
 from beameval.inference.quota import endpoints_of
 from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
-__all__ = ["EXIT_BUDGET", "budget_fields", "costs", "job_config", "worker_processes"]
+__all__ = ["EXIT_BUDGET", "budget_block", "budget_fields", "costs", "job_config", "worker_processes"]
 
 #: The exit code of a run that stopped at its budget (or lost its shared rate limit's Redis).
 EXIT_BUDGET = 5
@@ -173,10 +173,15 @@ def budget_fields(
         tokens = sum(block.get(name, 0) for block in (usage, calls) for name in ("prompt_tokens", "completion_tokens"))
         usd = (usage.get("cost_usd") or {}).get("total", 0.0)
         total = job_total if job_total is not None else (spent[0] + tokens, spent[1] + usd)
-        usage["budget"] = {
-            "max_tokens": budget.max_tokens,
-            "max_usd": budget.max_usd,
-            "spent_tokens": round(total[0]),
-            "spent_usd": round(total[1], 6),
-        }
+        usage["budget"] = budget_block(budget, total)
     return fields
+
+
+def budget_block(budget: Budget, spent: tuple[float, float]) -> dict[str, Any]:
+    """``usage.budget``: the caps and what the job spent of them (tokens, dollars)."""
+    return {
+        "max_tokens": budget.max_tokens,
+        "max_usd": budget.max_usd,
+        "spent_tokens": round(spent[0]),
+        "spent_usd": round(spent[1], 6),
+    }

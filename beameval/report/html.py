@@ -23,12 +23,14 @@ __all__ = [
     "breakable",
     "data_json",
     "esc",
+    "facts_table",
     "interval",
     "kv_table",
     "num",
     "page",
     "pval",
     "redact",
+    "scores_by_name",
     "table",
 ]
 
@@ -112,6 +114,17 @@ def table(head: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "grid")
     return f'<table class="{attr(cls)}"><thead><tr>{head_html}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def facts_table(rows: Iterable[tuple[str, str]]) -> str:
+    """A two-column table of plain-text keys and values that are already HTML (a panel's facts)."""
+    return table(["", ""], [(esc(key), value) for key, value in rows], cls="kv")
+
+
+def scores_by_name(results: Mapping[str, Any]) -> dict[Any, Mapping[str, Any]]:
+    """A results document's aggregate scores, by name."""
+    found = (results.get("aggregate_scores") or {}).get("scores") or []
+    return {s.get("name"): s for s in found if isinstance(s, Mapping)}
+
+
 def kv_table(pairs: Iterable[tuple[str, Any]]) -> str:
     """A two-column key/value table; nested mappings and lists are shown as compact JSON."""
     rows = []
@@ -120,8 +133,8 @@ def kv_table(pairs: Iterable[tuple[str, Any]]) -> str:
             shown = f"<code>{esc(json.dumps(_finite(value), ensure_ascii=False, default=str))}</code>"
         else:
             shown = num(value) if isinstance(value, int | float) and not isinstance(value, bool) else esc(value)
-        rows.append((esc(key), shown))
-    return table(["", ""], rows, cls="kv")
+        rows.append((str(key), shown))
+    return facts_table(rows)
 
 
 def redact(value: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beameval.report.html import attr, esc, interval, num, table
+from beameval.report.html import attr, esc, facts_table, interval, num, scores_by_name
 
 __all__ = ["confusion_heatmap", "judge_section"]
 
@@ -77,17 +77,13 @@ def _facts(record: Mapping[str, Any], score: Mapping[str, Any]) -> str:
             f" · {num(ppi.get('n_labelled'))} labelled + {num(ppi.get('n_unlabelled'))} judged only",
         ),
     ]
-    return table(["", ""], [(esc(key), value) for key, value in rows], cls="kv")
+    return facts_table(rows)
 
 
 def judge_section(results: Mapping[str, Any]) -> str:
     """The "Judge agreement" section, one panel per calibrated judge score; empty without ``judge_agreement``."""
     records: Sequence[Any] = results.get("judge_agreement") or []
-    scores = {
-        s.get("name"): s
-        for s in ((results.get("aggregate_scores") or {}).get("scores") or [])
-        if isinstance(s, Mapping)
-    }
+    scores = scores_by_name(results)
     panels = []
     for record in records:
         if not isinstance(record, Mapping) or not isinstance(record.get("confusion"), Mapping):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beameval.report.html import attr, esc, interval, num, table
+from beameval.report.html import attr, esc, facts_table, interval, num, scores_by_name
 
 __all__ = ["outcome_bars", "pairwise_section"]
 
@@ -56,17 +56,13 @@ def _facts(record: Mapping[str, Any], score: Mapping[str, Any]) -> str:
             f"{num(score.get('mean'), 3)} {interval(score.get('ci_low'), score.get('ci_high'))}",
         ),
     ]
-    return table(["", ""], [(esc(key), value) for key, value in rows], cls="kv")
+    return facts_table(rows)
 
 
 def pairwise_section(results: Mapping[str, Any]) -> str:
     """The "Pairwise judges" section, one panel per pairwise judge; empty without ``pairwise``."""
     records: Sequence[Any] = results.get("pairwise") or []
-    scores = {
-        s.get("name"): s
-        for s in ((results.get("aggregate_scores") or {}).get("scores") or [])
-        if isinstance(s, Mapping)
-    }
+    scores = scores_by_name(results)
     panels = []
     for record in records:
         if not isinstance(record, Mapping):
