@@ -15,12 +15,14 @@ Run it as a script to build (or check) the environment ahead of the tests:
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REQUIREMENTS = [
     "apache-airflow==3.3.2",
@@ -29,6 +31,7 @@ REQUIREMENTS = [
     "apache-beam==2.77.0",
 ]
 VENV = Path(os.environ.get("AIRFLOW_VENV", "/tmp/airflow-venv"))
+ROOT = Path(__file__).resolve().parents[2]  # the project: its `pipeline` is what the DAGs run
 
 
 def ready(venv: Path = VENV) -> bool:
@@ -80,6 +83,24 @@ def airflow_home(tmp_path: Path, dags: list[Path], **extra: str) -> dict[str, st
         "NO_PROXY": "127.0.0.1,localhost",
         **extra,
     }
+
+
+def dags_test(
+    airflow_bin: Path, env: dict[str, str], dag_id: str, date: str, conf: dict[str, Any], timings: dict[str, float]
+) -> tuple[int, str]:
+    """``airflow dags test DAG DATE --conf CONF`` (from the project root, whose ``pipeline`` the tasks import):
+    its exit code and output; its duration goes into ``timings[date]``."""
+    began = time.monotonic()
+    completed = subprocess.run(
+        [str(airflow_bin), "dags", "test", dag_id, date, "--conf", json.dumps(conf)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    timings[date] = round(time.monotonic() - began, 1)
+    return completed.returncode, completed.stdout + completed.stderr
 
 
 def size_gb(venv: Path = VENV) -> float:

@@ -74,17 +74,7 @@ def test_nights_no_baseline_then_no_go_twice_then_go_against_the_last_accepted(a
     }
 
     def night(date: str) -> tuple[int, str]:
-        began = time.monotonic()
-        completed = subprocess.run(
-            [str(airflow_bin), "dags", "test", "nightly_eval", date, "--conf", json.dumps(conf)],
-            env=env,
-            cwd=ROOT,  # `python -m pipeline.run` and `-m pipeline.compare` import this tree
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-        timings[date] = round(time.monotonic() - began, 1)
-        return completed.returncode, completed.stdout + completed.stderr
+        return airflow_env.dags_test(airflow_bin, env, "nightly_eval", date, conf, timings)
 
     server.reset(config=True)
     code, log = night("2026-01-01")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -73,17 +72,7 @@ def test_decide_nights_full_baseline_then_no_go_then_go_early(airflow, server, t
     timings: dict[str, float] = {}
 
     def night(date: str) -> tuple[int, str]:
-        began = time.monotonic()
-        completed = subprocess.run(
-            [str(airflow_bin), "dags", "test", "nightly_eval", date, "--conf", json.dumps(conf)],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-        timings[date] = round(time.monotonic() - began, 1)
-        return completed.returncode, completed.stdout + completed.stderr
+        return airflow_env.dags_test(airflow_bin, env, "nightly_eval", date, conf, timings)
 
     server.reset(config=True)
     code, log = night("2026-02-01")
