@@ -17,14 +17,12 @@ header read, no rate learnt, an attempt goes at once: no lock, no wait). What it
 * **The advertised rate**: every reply's ``x-ratelimit-*`` headers (with or without a
   ``rate_limit``) set a bucket per kind refilled at limit/60/W a second whose level
   never exceeds remaining/W; values that are not believable (``ratelimit_headers``) are
-  ignored with one warning. The first round trip goes before any limit is read: a
-  provider that advertises its limit answers the requests past its burst with 429s that
-  carry the headers, and what follows is paced. (Sending the first request alone until
-  it was answered avoided those 429s, but cost every run one round trip per worker
-  process and endpoint: 6% of a 1,000-request run at 200 ms, 0.83-0.84 of the ideal
-  rate against 0.88-0.90 without it, three runs each, engine only.) ``Retry-After``
-  stays the retry loop's business (the attempt that got it waits that long; the others
-  go on, as the buckets allow).
+  ignored with one warning. Before the first reply of the endpoint, one request goes
+  alone (for at most ``PROBE_WAIT_S``), so a run does not open with a burst of 429s
+  against a limit it has not read yet (it costs one round trip per worker process and
+  endpoint at the start, about 6% of a 1,000-request run at 200 ms; an advertised limit
+  is never to be driven into 429s). ``Retry-After`` stays the retry loop's business
+  (the attempt that got it waits that long; the others go on, as the buckets allow).
 * **The learnt rate**: with no ``rate_limit`` and no advertised limit, 429 replies teach
   the pacer a request rate (``learnt_rate``), so an endpoint that only says 429 is not
   driven into them.
@@ -69,6 +67,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds of each rate one worker may send at once.
 BURST_S = 0.5
+#: The longest the other requests wait for the endpoint's first reply (and its headers).
+PROBE_WAIT_S = 2.0
 #: The longest single pacing wait when the caller gives none (the engine passes ``params.request_timeout``).
 MAX_WAIT_S = 600.0
 _KINDS = ("requests", "tokens")
@@ -145,6 +145,9 @@ class Pacer:
         #: A rate learnt from 429s, only while nothing else says the limit (no rate_limit, no headers).
         self._learnt: LearntRate | None = LearntRate() if limit is None else None
         self._lock: asyncio.Lock | None = None
+        self._first_reply: asyncio.Event | None = None
+        self._replied = False  # the endpoint answered once: its headers, if any, were read
+        self._probing = False
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._warned_headers = False
@@ -173,6 +176,8 @@ class Pacer:
         if self._budget is not None:
             await self._budget.reserve(charge.tokens, charge.usd)
         try:
+            if not self._replied:  # before the endpoint's first reply: one attempt goes alone
+                await self._await_first_reply()
             if self._unpaced():  # nothing limits the rate yet: no lock, no wait
                 if self._learnt is not None:
                     self._learnt.sent(self._clock())
@@ -194,6 +199,11 @@ class Pacer:
         now = self._clock()
         if headers is not None:
             self._observe(headers, now)
+        if not self._replied:
+            self._replied = True
+            if self._first_reply is not None:
+                self._first_reply.set()
+        self._probing = False
         ok = status is not None and 200 <= status < 300
         learnt = self._learnt
         if learnt is not None:
@@ -263,6 +273,21 @@ class Pacer:
                     raise self._too_long(source, wait)
                 self.waited_s += wait
                 await asyncio.sleep(wait)
+
+    async def _await_first_reply(self) -> None:
+        """Before the endpoint's first reply, only one attempt goes (its headers may carry the limits)."""
+        if self._first_reply is None:
+            self._first_reply = asyncio.Event()
+        if self._first_reply.is_set():
+            return
+        if not self._probing:
+            self._probing = True
+            return
+        try:
+            await asyncio.wait_for(self._first_reply.wait(), PROBE_WAIT_S)
+        except asyncio.TimeoutError:
+            self._replied = True  # a slow endpoint: stop waiting for it
+            self._first_reply.set()
 
     async def _take(self, tokens: int) -> tuple[float, str | None]:
         """Charge one request and ``tokens`` if every limit allows it now (0), else the seconds to wait.
