@@ -46,6 +46,7 @@ EXAMPLE = {
     "limit": "10",
     "resume": "true",
     "overwrite": "false",
+    "cancel_batches": "false",
     "skip_preflight": "true",
     "progress_interval": "0",
     "decide": "false",
