@@ -196,9 +196,9 @@ def test_overwrite_never_abandons_live_batches(batch_server, write_jsonl, run_ev
     assert len(recorded) == 4 and not any(batch_id in text for batch_id in first for text in recorded)
 
 
-def test_a_batch_judge_s_answers_are_the_job_s_spend(judge_server, write_jsonl, run_eval, tmp_path):
-    """Before: a judge in batch mode was left out of the job's ledger: ``usage.budget`` said 72 tokens
-    (the target's) and 0 USD, whatever its batches used; on --resume too."""
+def test_a_batch_judge_s_answers_are_the_job_s_spend(judge_server, write_jsonl, run_eval, tmp_path):  # noqa: F811
+    """Before: a judge in batch mode was left out of the job's ledger: ``usage.budget`` said 72 tokens and the
+    target's dollars only, though the judge's batches, collected by the --resume, used 154 tokens more."""
     judge_server.batches(completion_s=600.0)  # running until the test lets them finish
     config = judge_config(write_jsonl(DATA), judge_server, wait=False)
     config["target"]["model"]["pricing"] = TARGET_PRICE
