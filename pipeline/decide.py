@@ -106,7 +106,8 @@ def run_decided(options: PipelineOptions, flags: EvalOptions, config: EvalConfig
     lock_output(flags.output, run_id)
     if flags.resume:  # before anything is sent: the journal answers the config it was started with
         check_resumed_config(flags.output, config)
-    first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=scope.id)
+    spent = spent_before(flags.output, scope) if flags.resume else (0.0, 0.0)  # the first request draws on what is left
+    first = first_answer(config, _first_row(base, in_order), flags.output, flags, store, job=scope.id, spent=spent)
     started = time.time()
     waves: list[dict[str, Any]] = []
     verdict, budget_hit = None, False

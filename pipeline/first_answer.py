@@ -16,7 +16,8 @@ the target, never through the store's join. The row was paid for by this run, so
 no cache hit: it carries the preflight's attempts and latency and counts in ``usage`` as
 one request with its tokens, and its tokens and dollars come off the budget the workers
 get (``HandOff.spent_after``). A ``--resume`` finds the answer in the journal like any
-other (``answered_in``), so the preflight does not send it again.
+other (``answered_in``), so the preflight does not send it again. The request draws from what the job's budget has left
+(``spent``), as the workers do: a ``--resume`` of a job that spent its budget sends nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
 from pipeline.options import EvalOptions
 from pipeline.output_dir import refuse_earlier_outputs
+from pipeline.quota import budget_left
 from transforms.batch_endpoint import uses_batch_mode
 from transforms.cache import files_for, target_request
 
@@ -81,7 +83,14 @@ class HandOff:
 
 
 def first_answer(
-    config: EvalConfig, first: FirstRow | None, output: str, flags: EvalOptions, use: StoreUse, *, job: str
+    config: EvalConfig,
+    first: FirstRow | None,
+    output: str,
+    flags: EvalOptions,
+    use: StoreUse,
+    *,
+    job: str,
+    spent: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[int, FirstAnswer] | None:
     """Send the target the first row's request, built as the run builds it; its answer, or None when not sent.
 
@@ -96,6 +105,8 @@ def first_answer(
         flags: the run's flags (``--resume``, ``--overwrite``).
         use: the run's use of the store.
         job: the run's id (its shared rate limit).
+        spent: what the job spent before (tokens, dollars: earlier invocations, earlier targets'
+            first requests): the request is checked against what ``params.budget`` has left.
 
     Returns:
         The row's index and its answer, for ``hand_off``.
@@ -129,7 +140,14 @@ def first_answer(
     model = target.model.name if target.model is not None else None
     where = target_where(config)
     sending = send_first_request(
-        handler, prepared, key, where=where, model=model, access=target.endpoint, params=config.params, job=job
+        handler,
+        prepared,
+        key,
+        where=where,
+        model=model,
+        access=target.endpoint,
+        params=budget_left(config.params, spent),
+        job=job,
     )
     result = asyncio.run(sending)
     if result.warning is not None:

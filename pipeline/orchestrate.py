@@ -130,14 +130,16 @@ def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, ru
     handed = [HandOff()] * len(targets)
     if not dry_run:  # a dry run sends nothing paid
         claim_output(flags, config, targets, run_id)
-        firsts = [
-            first_answer(t.config, row, t.output, flags, store, job=scope.id)  # the first paid request
-            for t, row in zip(targets, first_rows, strict=True)
-        ]
-        for directory in dict.fromkeys([flags.output, *(t.output for t in targets)]):
-            prepare_output(directory, flags.overwrite, resume=flags.resume)
         if flags.resume:
             spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
+        firsts, before = [], spent
+        for t, row in zip(targets, first_rows, strict=True):  # the first paid requests, within the job's budget
+            first = first_answer(t.config, row, t.output, flags, store, job=scope.id, spent=before)
+            if first is not None:  # the next target's first request draws on what this one left
+                before = (before[0] + first[1].tokens, before[1] + first[1].usd)
+            firsts.append(first)
+        for directory in dict.fromkeys([flags.output, *(t.output for t in targets)]):
+            prepare_output(directory, flags.overwrite, resume=flags.resume)
         shards = [lookup_shards(t.config, t.output, store, flags.resume) for t in targets]  # before the hand-off
         handed = [hand_off(first, t.output) for t, first in zip(targets, firsts, strict=True)]  # into its journal
     paid, endpoints = first_paid([(t.config, h) for t, h in zip(targets, handed, strict=True)])  # the preflights'

@@ -36,14 +36,14 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from beameval.config.params import JobScope
+from beameval.config.params import JobScope, Params
 from beameval.config.quota import Budget, Pricing
 from beameval.config.schema import EvalConfig
 from beameval.core.scoring import metric_keys
 from beameval.inference.quota import endpoints_of
 from pipeline.local_runner import LOCAL_RUNNER_NAMES
 
-__all__ = ["EXIT_BUDGET", "budget_block", "budget_fields", "costs", "job_config", "worker_processes"]
+__all__ = ["EXIT_BUDGET", "budget_block", "budget_fields", "budget_left", "costs", "job_config", "worker_processes"]
 
 #: The exit code of a run that stopped at its budget (or lost its shared rate limit's Redis).
 EXIT_BUDGET = 5
@@ -86,16 +86,26 @@ def job_config(
                 "rate_limit.shared (a Redis every worker draws from), so the job as a whole stays within them.",
                 file=sys.stderr,
             )
-    update: dict[str, Any] = {"worker_processes": workers}
-    budget = params.budget
-    if budget is not None and any(spent):
-        tokens, usd = spent
-        update["budget"] = Budget.model_construct(  # may be 0 or less: then nothing more is sent
-            max_tokens=None if budget.max_tokens is None else budget.max_tokens - tokens,
-            max_usd=None if budget.max_usd is None else budget.max_usd - usd,
-        )
+    update: dict[str, Any] = {"worker_processes": workers, "budget": budget_left(params, spent).budget}
     params = params.model_copy(update=update) if job is None else params.with_job(job, **update)
     return config.model_copy(update={"params": params})
+
+
+def budget_left(params: Params, spent: tuple[float, float]) -> Params:
+    """``params`` with ``params.budget`` less ``spent`` (tokens, dollars): what the job has left to send with.
+
+    Both the preflight's first request and the workers draw from it, so a ``--resume`` of a
+    job that spent its budget sends nothing.
+    """
+    budget = params.budget
+    if budget is None or not any(spent):
+        return params
+    tokens, usd = spent
+    left = Budget.model_construct(  # may be 0 or less: then nothing more is sent
+        max_tokens=None if budget.max_tokens is None else budget.max_tokens - tokens,
+        max_usd=None if budget.max_usd is None else budget.max_usd - usd,
+    )
+    return params.model_copy(update={"budget": left})
 
 
 def _needs_workers(config: EvalConfig) -> bool:

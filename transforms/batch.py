@@ -169,8 +169,8 @@ class RunBatches(beam.DoFn):
             TARGET_SCOPE,
             self._redactor,
             budget_charge(params, model, self._run_id, TARGET_SCOPE),
+            RunBudget.of(EndpointQuota.of(model, params, self._run_id)),  # the job's ledger, if any
         )
-        self._spend = RunBudget.of(EndpointQuota.of(model, params, self._run_id))  # the job's ledger, if any
 
     def process(self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None) -> Iterator[GeneratedRow]:
         (_scope, shard), grouped = keyed
@@ -218,13 +218,8 @@ class RunBatches(beam.DoFn):
                 sample_index=row.sample_index,
             )
         answered = answered_row(row, sample, info)  # exactly what a fresh online answer goes through
-        if self._spend is not None and answered.inference is not None:
-            prompt, completion = answered.inference.prompt_tokens or 0, answered.inference.completion_tokens or 0
-            pricing = self._endpoint.model.pricing
-            usd = 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-            self._spend.settle(
-                0, 0, prompt + completion, usd, endpoint=TARGET_SCOPE, prompt=prompt, completion=completion
-            )
+        if answered.inference is not None:
+            self._endpoint.record_usage(answered.inference.prompt_tokens, answered.inference.completion_tokens)
         return answered
 
 

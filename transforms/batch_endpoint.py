@@ -105,7 +105,7 @@ def budget_charge(
     is submitted: the answers arrive in one piece, possibly in a later invocation.
     """
     # The check is this process's, on the estimate (``params.budget`` less the job's earlier spend, as
-    # job_config leaves it); the job's ledger records what the answers really used (``record_batch_usage``).
+    # job_config leaves it); the job's ledger records what the answers really used (``BatchEndpoint.record_usage``).
     quota = dataclasses.replace(EndpointQuota.of(model, params, job), ledger=None)
     budget = RunBudget.of(quota)
     if budget is None:
@@ -155,6 +155,8 @@ class BatchEndpoint:
         scope: its part of the submission record (``TARGET_SCOPE``, ``metric_scope(key)``).
         redactor: masks its key in what is recorded and in messages.
         charge: charges a batch to the run's budget before it is submitted (``budget_charge``).
+        spend: the job's ledger (``RunBudget.of`` the endpoint's quota), where ``record_usage``
+            puts what each answer used; None without a budget or a ledger.
 
     """
 
@@ -165,6 +167,20 @@ class BatchEndpoint:
     scope: str
     redactor: Redactor
     charge: Callable[[Sequence[BatchRequest]], bool] | None = None
+    spend: RunBudget | None = None
+
+    def record_usage(self, prompt: int | None, completion: int | None) -> None:
+        """Record what one answer used (its tokens, batch-priced) in the job's ledger, when it is collected.
+
+        The charge before submission is this process's check on the estimate; the job's
+        spend, its budget across invocations and ``usage.budget``, is what the answers used.
+        """
+        if self.spend is None:
+            return
+        prompt, completion = prompt or 0, completion or 0
+        pricing = self.model.pricing
+        usd = 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
+        self.spend.settle(0, 0, prompt + completion, usd, endpoint=self.scope, prompt=prompt, completion=completion)
 
     def validate(self, body: Any) -> LineFailure | None:
         """Online mode's check of a 2xx reply (the handler's parse: choices present, an answer in them)."""

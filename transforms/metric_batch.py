@@ -38,8 +38,10 @@ from beameval.inference.answers import endpoint_reply
 from beameval.inference.batch.ledger import metric_scope
 from beameval.inference.batch.lines import BatchRequest, custom_id
 from beameval.inference.batch.runner import BatchOutcome
+from beameval.inference.budget import RunBudget
 from beameval.inference.classify import classify
 from beameval.inference.prepared import wire_bytes
+from beameval.inference.quota import EndpointQuota
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from transforms.batch_endpoint import (
     PENDING,
@@ -159,6 +161,7 @@ def _endpoint(key: str, metric: EndpointMetric[Any], params: Params, run_id: str
         metric_scope(key),
         Redactor(access.secret_values()),
         budget_charge(params, access, run_id, metric_scope(key)),
+        RunBudget.of(EndpointQuota.of(access, params, run_id)),  # the job's ledger, if any
     )
 
 
@@ -185,7 +188,9 @@ def _reply(endpoint: BatchEndpoint, outcome: BatchOutcome) -> EndpointReply:
     except Exception as exc:  # noqa: BLE001 - a reply that does not parse fails the call, as online
         message = endpoint.redactor.text(classify(exc).message)
         return EndpointReply(error=message, error_kind="endpoint", status=200, attempts=attempts, failure_class="fatal")
-    return endpoint_reply(sample, status=200, attempts=attempts)
+    reply = endpoint_reply(sample, status=200, attempts=attempts)
+    endpoint.record_usage(reply.prompt_tokens, reply.completion_tokens)
+    return reply
 
 
 class _AttachReplies(beam.DoFn):

@@ -14,7 +14,15 @@ from typing import Any
 import httpx
 
 from beameval.testserver.harness import ServerProcess
-from tests.batch.test_batch_judge import DATA, JUDGE, JUDGE_RULES, ROWS, assert_judged, judge_config
+from tests.batch.test_batch_judge import (  # noqa: F401 - judge_server: a fixture
+    DATA,
+    JUDGE,
+    JUDGE_RULES,
+    ROWS,
+    assert_judged,
+    judge_config,
+    judge_server,
+)
 from tests.batch.test_batch_pipeline import (
     SMALL,
     SMALL_DATA,
@@ -186,3 +194,28 @@ def test_overwrite_never_abandons_live_batches(batch_server, write_jsonl, run_ev
     assert [statuses[batch_id] for batch_id in first] == ["cancelled"] * 4
     recorded = {p.read_text() for p in (out / "_responses" / "batches").glob("*-created.json")}
     assert len(recorded) == 4 and not any(batch_id in text for batch_id in first for text in recorded)
+
+
+def test_a_batch_judge_s_answers_are_the_job_s_spend(judge_server, write_jsonl, run_eval, tmp_path):  # noqa: F811
+    """Before: a judge in batch mode was left out of the job's ledger: ``usage.budget`` said 72 tokens and the
+    target's dollars only, though the judge's batches, collected by the --resume, used 154 tokens more."""
+    judge_server.batches(completion_s=600.0)  # running until the test lets them finish
+    config = judge_config(write_jsonl(DATA), judge_server, wait=False)
+    config["target"]["model"]["pricing"] = TARGET_PRICE
+    config["params"]["budget"] = {"max_tokens": 1_000_000}
+    out = tmp_path / "judged"
+    submitted = run_eval(config, output=out)
+    assert submitted.code == 75, submitted.stderr
+    judge_server.batches(completion_s=0.0)  # the provider finishes them (at their next poll)
+    done = run_eval(config, "--resume", output=out)
+    assert_judged(done)
+    usage = done.results["usage"]
+    judged = usage["metric_calls"]["by_metric"][JUDGE]["batch"]
+    judge_tokens = judged["prompt_tokens"] + judged["completion_tokens"]
+    assert judge_tokens > 0
+    target_usd = (3 * ROWS * 1.0 + 3 * ROWS * 4.0) / 1e6  # online, full price
+    judge_usd = (judged["prompt_tokens"] * 2.0 + judged["completion_tokens"] * 8.0) / 1e6 * 0.5
+    budget = usage["budget"]
+    assert budget["spent_tokens"] == 6 * ROWS + judge_tokens  # the target's answers (first run), the judge's (resume)
+    assert math.isclose(budget["spent_usd"], target_usd + judge_usd, abs_tol=1e-6)
+    assert math.isclose(usage["cost_usd"]["total"], target_usd + judge_usd, abs_tol=1e-9)

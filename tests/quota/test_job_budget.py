@@ -94,6 +94,43 @@ def test_two_targets_and_a_shared_judge_spend_one_budget(
     assert max(clean_server.stats()["per_prompt"].values()) <= 2  # each target's prompt once (they are the same)
 
 
+def test_a_resume_of_a_spent_job_sends_nothing(clean_server: ServerProcess, write_jsonl: Any, run_eval: Any) -> None:
+    """Before: each target's first request (the preflight's) was checked against the whole params.budget, not what
+    the job had left: a --resume of a job that had spent its budget sent one more request per target (2 here)."""
+    rows, budget = 40, 200  # the job needs 2 x 40 x 4 = 320 tokens
+    clean_server.configure(rules=[{"match": "answer 0", "status": 400}])  # row 0 fails: the resume's first request
+    config = {
+        "dataset": {"path": str(write_jsonl(_rows(rows)))},
+        "targets": [
+            {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
+            for name in ("first", "second")
+        ],
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {
+            "parallelism": 4,
+            "max_retries": 0,
+            "ignore_request_failure": True,
+            "inference": {"max_tokens": 4},
+            "budget": {"max_tokens": budget},
+        },
+        "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}],
+    }
+    spent = run_eval(config, "--skip_preflight", "--progress_interval", "0")  # the preflight would stop at row 0
+    assert spent.code == 5, spent.stderr
+    assert spent.results["usage"]["budget"]["spent_tokens"] > budget - 5  # less than one more request is left
+    clean_server.configure(rules=[])
+    clean_server.reset()
+
+    resumed = run_eval(config, "--resume", "--progress_interval", "0", output=spent.output)
+    print(
+        f"--resume of a job that spent {spent.results['usage']['budget']['spent_tokens']} of {budget} tokens: "
+        f"{clean_server.stats()['requests']} requests sent"
+    )
+    assert resumed.code == 5, resumed.stderr
+    assert clean_server.stats()["requests"] == 0
+    assert resumed.results["usage"]["budget"]["spent_tokens"] == spent.results["usage"]["budget"]["spent_tokens"]
+
+
 def _killed_config(write_jsonl: Any, model_target: Any, rows: int, budget: int) -> dict[str, Any]:
     return {
         "dataset": {"path": str(write_jsonl(_rows(rows)))},
