@@ -25,7 +25,8 @@ header read, no rate learnt, an attempt goes at once: no lock, no wait). What it
   (the attempt that got it waits that long; the others go on, as the buckets allow).
 * **The learnt rate**: with no ``rate_limit`` and no advertised limit, 429 replies teach
   the pacer a request rate (``learnt_rate``), so an endpoint that only says 429 is not
-  driven into them.
+  driven into them; once learnt, only 429s to requests sent with fewer in flight than
+  the first 429's cut it (a cap on requests in flight is the adaptive concurrency limit's).
 * **No wait longer than the request's timeout**: a bucket that would hold an attempt
   longer than ``params.request_timeout`` in one wait fails it at once (``PacingTooLong``),
   naming the header or setting that asked for it; the run never stalls on a limit.
@@ -80,7 +81,8 @@ class Charge:
 
     ``seq`` numbers the attempts in the order the pacer let them go (a learnt rate is cut
     once per round trip: only by replies to attempts sent after the last cut); ``sent_at``
-    is when it went.
+    is when it went, ``in_flight`` the worker's requests in flight then, itself included
+    (set by the caller once the attempt holds its concurrency slot).
     """
 
     tokens: int
@@ -89,6 +91,7 @@ class Charge:
     usd: float
     seq: int = 0
     sent_at: float = 0.0
+    in_flight: int = 1
 
 
 class Pacer:
@@ -208,7 +211,7 @@ class Pacer:
         learnt = self._learnt
         if learnt is not None:
             if status == 429:
-                learnt.refused(charge.seq, charge.sent_at, self._seq, now)
+                learnt.refused(charge.seq, charge.sent_at, self._seq, now, charge.in_flight)
             elif ok:
                 learnt.answered(now)
         prompt = _count(usage, "prompt_tokens") if ok else 0

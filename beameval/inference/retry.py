@@ -131,6 +131,8 @@ async def call_with_retries(
                 latency = 0.0 if started is None else clock() - started
                 return Outcome(None, error, None, attempt - 1, latency, digest, None, None, tuple(classes))
         async with limiter.slot():
+            if charge is not None:
+                charge.in_flight = limiter.in_flight
             if started is None:
                 started = clock()
             try:
