@@ -181,8 +181,8 @@ def _compile(source: Any, name: str) -> Any:
                 ) from None
         return text
 
-    parts = None if decode_json else _text_of_lookups(source)
-    return render_string if parts is None else _joined(parts, render_string)
+    pieces = None if decode_json else _text_of_lookups(source)
+    return render_string if pieces is None else _joined(pieces, render_string)
 
 
 def _single_expression(source: str) -> str | None:
