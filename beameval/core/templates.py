@@ -21,13 +21,22 @@ from jinja2 import TemplateSyntaxError, Undefined, UndefinedError
 from jinja2.exceptions import SecurityError
 
 from beameval.core.errors import TemplateBudgetError, TemplateError
-from beameval.core.sandbox import ENV, REMOVED_GLOBALS, RenderBudget, RenderBudgetExceeded, check_output
+from beameval.core.sandbox import (
+    ENV,
+    MAX_RENDER_CHARS,
+    REMOVED_GLOBALS,
+    RenderBudget,
+    RenderBudgetExceeded,
+    check_output,
+)
 
 __all__ = ["Template", "metric_context", "render_text"]
 
 _ENV = ENV
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _MISSING = object()
+#: One ``{{ … }}`` of a template: ``re.split`` on it alternates the text and the expressions.
+_EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _MISSING_ATTR = re.compile(r"has no attribute '([^']+)'|'([^']+)' is undefined")
 
 
@@ -172,7 +181,8 @@ def _compile(source: Any, name: str) -> Any:
                 ) from None
         return text
 
-    return render_string
+    pieces = None if decode_json else _text_of_lookups(source)
+    return render_string if pieces is None else _joined(pieces, render_string)
 
 
 def _single_expression(source: str) -> str | None:
@@ -223,6 +233,65 @@ def _lookup(path: list[str], fallback: Callable[[Mapping[str, Any]], Any]) -> Ca
                 return fallback(ctx)
             value = value[name]
         return fallback(ctx) if value is _MISSING else value
+
+    return render
+
+
+def _text_of_lookups(source: str) -> list[str | list[str]] | None:
+    """``source`` as text and plain ``{{ a.b.c }}`` lookups in turn (``"{{ item.id }}: {{ item.q }}"``), else None.
+
+    Only sources whose Jinja output is plainly that text and those values qualify: no
+    blocks, comments, whitespace control or carriage returns (Jinja rewrites those), and
+    no stray ``}}`` in the text.
+    """
+    if "{%" in source or "{#" in source or "\r" in source:
+        return None
+    parts: list[str | list[str]] = []
+    for index, piece in enumerate(_EXPRESSION.split(source)):
+        if index % 2 == 0:
+            if "{{" in piece or "}}" in piece:
+                return None
+            if piece:
+                parts.append(piece)
+            continue
+        path = _dotted_path(piece.strip())
+        if path is None:
+            return None
+        parts.append(path)
+    return parts
+
+
+def _joined(
+    parts: list[str | list[str]], fallback: Callable[[Mapping[str, Any]], Any]
+) -> Callable[[Mapping[str, Any]], Any]:
+    """Render text and lookups by joining strings (about a tenth of Jinja's cost), the same text as Jinja's.
+
+    A lookup through plain dicts to a ``str``, ``int`` or ``float`` is written as Jinja
+    writes it (``str(value)``); anything else (a missing key, None, a list, an output over
+    the limit) renders through ``fallback``, the compiled template, which gives its usual
+    result or error.
+    """
+
+    def render(ctx: Mapping[str, Any]) -> Any:
+        chunks = []
+        for part in parts:
+            if type(part) is str:
+                chunks.append(part)
+                continue
+            value = ctx.get(part[0], _MISSING)
+            for name in part[1:]:
+                if type(value) is not dict or name not in value:
+                    return fallback(ctx)
+                value = value[name]
+            kind = type(value)
+            if kind is str:
+                chunks.append(value)
+            elif kind is int or kind is float:
+                chunks.append(str(value))
+            else:
+                return fallback(ctx)
+        text = "".join(chunks)
+        return fallback(ctx) if len(text) > MAX_RENDER_CHARS else text
 
     return render
 

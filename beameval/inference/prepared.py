@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -83,11 +84,16 @@ def wire_bytes(prepared: PreparedRequest) -> bytes:
 def request_hash_from_bytes(url: str, body_bytes: bytes) -> str:
     """``request_hash`` for a body already serialised with ``canonical_json`` (saves a second dump)."""
     digest = hashlib.sha256(b"[")
-    digest.update(json.dumps(url, ensure_ascii=False).encode("utf-8"))
+    digest.update(_url_json(url))
     digest.update(b",")
     digest.update(body_bytes)
     digest.update(b"]")
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=256)  # a run POSTs to a handful of URLs, once per row
+def _url_json(url: str) -> bytes:
+    return json.dumps(url, ensure_ascii=False).encode("utf-8")
 
 
 def request_hash(prepared: PreparedRequest) -> str:

@@ -88,3 +88,45 @@ def test_dotted_lookups_take_the_fast_path_with_jinja_semantics():
         render("{{ zz }}", item)
     with pytest.raises(TemplateError, match="sandbox"):
         render("{{ item.__class__ }}", item)
+
+
+def test_text_of_lookups_renders_as_jinja_does():
+    """Text with plain ``{{ a.b }}`` lookups is joined without Jinja: same text, same errors as through Jinja."""
+    from beameval.core import templates
+
+    sources = [
+        "{{ item.id }}: {{ item.question }}",
+        "Q: {{ question }}\nA:",
+        "{{ a }}{{ b }} ü",
+        "x {{ item.n.k }} y {{ missing }}",
+        "{{ range }} {{ a }}",
+        "{ {{ a }} }",
+    ]
+    values = ["s", "", 3, -7, 2.5, 1e300, True, None, [1, "2"], {"k": "v"}, "\ud800", 10**50]
+    jinja_only = []  # the same sources compiled with the joining path turned off
+    original = templates._text_of_lookups
+    templates._text_of_lookups = lambda source: None
+    try:
+        jinja_only = [Template(source, "t") for source in sources]
+    finally:
+        templates._text_of_lookups = original
+    assert all(original(source) is not None for source in sources)
+
+    def outcome(template, item):
+        try:
+            return "ok", template.render(metric_context(item, {}))
+        except TemplateError as exc:
+            return "error", str(exc)
+
+    compared = 0
+    for source, reference in zip(sources, jinja_only, strict=True):
+        joined = Template(source, "t")
+        for first in values:
+            for second in values:
+                item = {"id": first, "question": second, "a": first, "b": second, "n": {"k": second}}
+                assert outcome(joined, item) == outcome(reference, item), (source, item)
+                compared += 1
+    assert compared == len(sources) * len(values) ** 2
+    # Sources Jinja would change or read otherwise keep Jinja's path.
+    for source in ["{{- a }} b", "{% if a %}{{ a }}{% endif %}", "a\r\n{{ b }}", "a}} {{ b }}", "{{ a.keys }} {{ b }}"]:
+        assert original(source) is None
