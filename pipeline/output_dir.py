@@ -29,10 +29,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from beameval.config.schema import EvalConfig
 from beameval.core.crash_points import crash_point
-from beameval.core.durable import disk_full, exchange, fsync_directory, write_atomically
+from beameval.core.durable import disk_full, exchange, fsync_directory
 from beameval.core.errors import OutputError
 from beameval.outputs.groups import GROUPS_FILE
 from beameval.outputs.lock import LOCK_FILE, OutputLock, acquire, refuse_symlink
+from pipeline.out_files import children, delete, exists, is_local, move, write_json
 from transforms.batch_endpoint import live_batches
 from transforms.cache import files_for
 
@@ -97,9 +98,9 @@ def lock_output(output: str, run_id: str) -> OutputLock:
             or the directory cannot be created.
     """
     _refuse_local_file(output)
-    created = _is_local(output) and not os.path.exists(output)
+    created = is_local(output) and not os.path.exists(output)
     with _unwritable_as_output_error(output):
-        lock = acquire(output, run_id, files_for(output) if not _is_local(output) else None)
+        lock = acquire(output, run_id, files_for(output) if not is_local(output) else None)
     _HELD.append((output, lock, created))
     if lock.took_over is not None:
         print(
@@ -181,7 +182,7 @@ def _run_entry_of(root: str, path: str) -> bool:
 
 
 def _absolute(path: str) -> str:
-    return path if not _is_local(path) else os.path.abspath(path)
+    return path if not is_local(path) else os.path.abspath(path)
 
 
 def staging_dir(output: str, run_id: str) -> str:
@@ -248,8 +249,8 @@ def prepare_output(output: str, overwrite: bool, resume: bool = False) -> None:
     with _unwritable_as_output_error(output):
         existing = refuse_earlier_outputs(output, overwrite, resume)
         if overwrite and not resume and JOURNAL_ENTRY in existing:
-            _delete(output, [JOURNAL_ENTRY])
-        _delete(output, _stale_staging(output))  # folders of runs that crashed before publishing
+            delete(output, [JOURNAL_ENTRY])
+        delete(output, _stale_staging(output))  # folders of runs that crashed before publishing
         if not FileSystems.exists(output):
             FileSystems.mkdirs(output)
         _probe_writable(output)
@@ -262,7 +263,7 @@ def _probe_writable(output: str) -> None:
     planted at its name is refused by name, and nothing it points to is touched.
     """
     probe = FileSystems.join(output, _PROBE)
-    if not _is_local(output):
+    if not is_local(output):
         with FileSystems.create(probe) as handle:
             handle.write(b"ok")
         FileSystems.delete([probe])
@@ -292,54 +293,26 @@ def publish_outputs(output: str, stage: str, run_id: str) -> None:
     it the earlier run's outputs, deleted. A kill at any step loses no output: each is in
     OUT_DIR or in the staging folder, which the next run removes.
     """
-    staged = sorted(_children(stage))
+    staged = sorted(children(stage))
     entries = sorted({*staged, "results.json", "report.html", GROUPS_FILE, JOURNAL_ENTRY, MANIFEST_FILE})
     earlier = [name for name in _earlier_entries(output) if name not in (JOURNAL_ENTRY, MANIFEST_FILE)]
-    _write_json(FileSystems.join(output, MANIFEST_FILE), {"run_id": run_id, "entries": entries})
+    write_json(FileSystems.join(output, MANIFEST_FILE), {"run_id": run_id, "entries": entries})
     crash_point("publish-manifest")
     replaced = FileSystems.join(stage, _REPLACED)
     for name in sorted((n for n in earlier if n not in staged), key=lambda n: n != "results.json"):
-        _move(FileSystems.join(output, name), FileSystems.join(replaced, name))
+        move(FileSystems.join(output, name), FileSystems.join(replaced, name))
     crash_point("publish-aside")
     for name in staged:
         source, target = FileSystems.join(stage, name), FileSystems.join(output, name)
-        if not _exists(target):
-            _move(source, target)
-        elif not (_is_local(output) and exchange(source, target)):  # swapped: the old one is now in staging
-            _move(target, FileSystems.join(replaced, name))
-            _move(source, target)
+        if not exists(target):
+            move(source, target)
+        elif not (is_local(output) and exchange(source, target)):  # swapped: the old one is now in staging
+            move(target, FileSystems.join(replaced, name))
+            move(source, target)
         crash_point(f"publish-moved-{name}")
-    if _is_local(output):
+    if is_local(output):
         fsync_directory(output)  # the new names survive a crash of the machine before anything is deleted
-    _delete(output, [os.path.basename(stage.rstrip("/"))])
-
-
-def _move(source: str, target: str) -> None:
-    """Move a file or folder on OUT_DIR's file system: one rename locally, every object of it on an object store."""
-    if _is_local(source):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(source, target)  # a folder moves whole: readers see the old run's or the new one's
-        return
-    objects = _objects_under(source)
-    if objects:
-        FileSystems.rename(objects, [target.rstrip("/") + path[len(source.rstrip("/")) :] for path in objects])
-    else:
-        FileSystems.rename([source], [target])
-
-
-def _objects_under(folder: str) -> list[str]:
-    """Every object below ``folder/`` on an object store, where a folder is only a name prefix."""
-    try:
-        found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
-    except Exception:  # noqa: BLE001 - nothing under that prefix, on every object store
-        return []
-    prefix = folder.rstrip("/") + "/"
-    return sorted(m.path for m in found if m.path.startswith(prefix) and not m.path.endswith("/"))
-
-
-def _exists(path: str) -> bool:
-    """A file or folder exists; on an object store a folder exists while any object lies under it."""
-    return bool(FileSystems.exists(path)) or (not _is_local(path) and bool(_objects_under(path)))
+    delete(output, [os.path.basename(stage.rstrip("/"))])
 
 
 def _earlier_entries(output: str) -> list[str]:
@@ -351,7 +324,7 @@ def _earlier_entries(output: str) -> list[str]:
             recorded: Any = json.loads(handle.read().decode("utf-8"))
         names = {str(name) for name in recorded.get("entries", []) if _plain_name(str(name))}
     names.update(RUN_ENTRIES)
-    return sorted(name for name in names if _exists(FileSystems.join(output, name)))
+    return sorted(name for name in names if exists(FileSystems.join(output, name)))
 
 
 def _plain_name(name: str) -> bool:
@@ -364,38 +337,7 @@ def _plain_name(name: str) -> bool:
 
 
 def _stale_staging(output: str) -> list[str]:
-    return [name for name in _children(output) if name.startswith(_STAGING_PREFIX)]
-
-
-def _children(folder: str) -> list[str]:
-    """Names directly inside ``folder`` (files and folders), on any file system."""
-    if _is_local(folder):
-        return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    found = FileSystems.match([FileSystems.join(folder, "**")])[0].metadata_list
-    prefix = folder.rstrip("/") + "/"
-    return sorted({m.path[len(prefix) :].split("/", 1)[0] for m in found if m.path.startswith(prefix)})
-
-
-def _delete(output: str, names: list[str]) -> None:
-    paths = [FileSystems.join(output, name) for name in names]
-    if not _is_local(output):  # an object store deletes objects, not prefixes
-        paths = [found for path in paths for found in _objects_under(path) or [path]]
-    paths = [path for path in paths if FileSystems.exists(path)]
-    if paths:
-        FileSystems.delete(paths)
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    payload = json.dumps(data, indent=2).encode("utf-8")
-    if _is_local(path):
-        write_atomically(path, payload)
-        return
-    with FileSystems.create(path) as handle:  # an object appears whole when its upload closes
-        handle.write(payload)
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path
+    return [name for name in children(output) if name.startswith(_STAGING_PREFIX)]
 
 
 @contextlib.contextmanager
@@ -418,7 +360,7 @@ def _unwritable(output: str, exc: Exception) -> OutputError:
 
 def _refuse_local_file(output: str) -> None:
     """A local --output, or the nearest existing folder above it, must not be a regular file."""
-    if not _is_local(output):
+    if not is_local(output):
         return
     path = os.path.abspath(output)
     while not os.path.exists(path) and os.path.dirname(path) != path:
