@@ -21,12 +21,12 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qs
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from beameval.testserver.batch_objects import BatchState, batch_object, error_line, file_object, multipart_fields
 from beameval.testserver.http11 import Request, Response, json_response
 from beameval.testserver.replies import error_body
 
@@ -68,23 +68,6 @@ class BatchConfig(BaseModel):
     duplicate_lines: bool = False
 
 
-@dataclass
-class _Batch:
-    id: str
-    input_file_id: str
-    endpoint: str
-    created_at: float
-    outcome: str
-    metadata: dict[str, Any]
-    status: str = "validating"
-    cancel_requested: bool = False
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    counts: dict[str, int] = field(default_factory=lambda: {"total": 0, "completed": 0, "failed": 0})
-    errors: dict[str, Any] | None = None
-    finished_at: float | None = None
-
-
 class BatchService:
     """The Files and Batches state of one server, and its routes.
 
@@ -101,7 +84,7 @@ class BatchService:
     def reset(self) -> None:
         """Forget every file and batch and zero the counts (the config stays)."""
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> (purpose, filename, content)
-        self.batches: dict[str, _Batch] = {}
+        self.batches: dict[str, BatchState] = {}
         self.counts = {
             "files_uploaded": 0,
             "batches_created": 0,
@@ -133,7 +116,7 @@ class BatchService:
             return json_response(200, {"id": parts[1], "object": "file", "deleted": True})
         if route == ("GET", "files", 2) and parts[1] in self.files:
             purpose, name, content = self.files[parts[1]]
-            return json_response(200, self._file_object(parts[1], purpose, name, content))
+            return json_response(200, file_object(parts[1], purpose, name, content))
         if route == ("GET", "files", 3) and parts[2] == "content" and parts[1] in self.files:
             self.counts["downloads"] += 1
             return Response(200, self.files[parts[1]][2], content_type="application/jsonl")
@@ -161,7 +144,7 @@ class BatchService:
         if kind == "files":
             purpose = args.get("purpose")
             found = [
-                self._file_object(file_id, *stored)
+                file_object(file_id, *stored)
                 for file_id, stored in self.files.items()
                 if purpose is None or stored[0] == purpose
             ]
@@ -204,7 +187,7 @@ class BatchService:
         )
 
     def _upload(self, request: Request) -> Response | None:
-        fields = _multipart(request.headers.get("content-type", ""), request.body)
+        fields = multipart_fields(request.headers.get("content-type", ""), request.body)
         if fields is None or "file" not in fields:
             return json_response(400, error_body(400, "expected multipart/form-data with 'purpose' and 'file'"))
         purpose = fields.get("purpose", ("", b""))[1].decode("utf-8", "replace")
@@ -217,7 +200,7 @@ class BatchService:
         if self.config.lose_uploads:
             self.config.lose_uploads -= 1
             return None
-        return json_response(200, self._file_object(file_id, purpose, name, content))
+        return json_response(200, file_object(file_id, purpose, name, content))
 
     def _create(self, raw: bytes) -> Response | None:
         try:
@@ -234,7 +217,7 @@ class BatchService:
             return json_response(400, error_body(400, "completion_window must be '24h'"))
         outcomes = self.config.outcomes
         outcome = outcomes.pop(0) if outcomes else "completed"
-        batch = _Batch(
+        batch = BatchState(
             f"batch_{next(self._ids):06d}",
             body["input_file_id"],
             body["endpoint"],
@@ -250,10 +233,10 @@ class BatchService:
             return None
         return json_response(200, self._advance(batch))
 
-    def _lines(self, batch: _Batch) -> list[bytes]:
+    def _lines(self, batch: BatchState) -> list[bytes]:
         return [line for line in self.files[batch.input_file_id][2].splitlines() if line.strip()]
 
-    def _custom_ids(self, batch: _Batch) -> list[str]:
+    def _custom_ids(self, batch: BatchState) -> list[str]:
         found = []
         for line in self._lines(batch):
             try:
@@ -262,7 +245,7 @@ class BatchService:
                 continue
         return found
 
-    def _advance(self, batch: _Batch) -> dict[str, Any]:
+    def _advance(self, batch: BatchState) -> dict[str, Any]:
         """Move the batch along its life-cycle by the clock, and return its Batch object."""
         if batch.finished_at is None:
             age = time.time() - batch.created_at
@@ -272,9 +255,9 @@ class BatchService:
                 self._finish(batch, batch.outcome)
             else:
                 batch.status = "validating" if age < self.config.validating_s else "in_progress"
-        return self._batch_object(batch)
+        return batch_object(batch)
 
-    def _finish(self, batch: _Batch, outcome: str) -> None:
+    def _finish(self, batch: BatchState, outcome: str) -> None:
         batch.finished_at = time.time()
         batch.status = outcome
         lines = self._lines(batch)
@@ -302,20 +285,20 @@ class BatchService:
         if errors:
             batch.error_file_id = self._store_output(f"{batch.id}_error.jsonl", errors)
 
-    def _run_line(self, batch: _Batch, number: int, line: bytes, outcome: str) -> tuple[str, dict[str, Any]]:
+    def _run_line(self, batch: BatchState, number: int, line: bytes, outcome: str) -> tuple[str, dict[str, Any]]:
         try:
             request = json.loads(line)
             custom_id = request["custom_id"]
         except (ValueError, KeyError, TypeError):
-            return "error", _line(None, None, "invalid_json_line", f"line {number} is not a request")
+            return "error", error_line(None, None, "invalid_json_line", f"line {number} is not a request")
         if outcome in ("expired", "cancelled"):
             code = "batch_expired" if outcome == "expired" else "batch_cancelled"
-            return "error", _line(
+            return "error", error_line(
                 custom_id, None, code, f"this request could not be executed before the batch {outcome}"
             )
         url, body = request.get("url"), request.get("body")
         if request.get("method") != "POST" or url != batch.endpoint or not isinstance(body, dict):
-            return "error", _line(
+            return "error", error_line(
                 custom_id, None, "invalid_request", f"line {number}: POST to {batch.endpoint} expected"
             )
         status, reply = self._answer(_ENDPOINTS[batch.endpoint], body)
@@ -347,73 +330,3 @@ class BatchService:
         file_id = f"file-{next(self._ids):06d}"
         self.files[file_id] = ("batch_output", name, b"\n".join(lines) + b"\n")
         return file_id
-
-    @staticmethod
-    def _file_object(file_id: str, purpose: str, name: str, content: bytes) -> dict[str, Any]:
-        return {
-            "id": file_id,
-            "object": "file",
-            "bytes": len(content),
-            "created_at": int(time.time()),
-            "filename": name,
-            "purpose": purpose,
-        }
-
-    @staticmethod
-    def _batch_object(batch: _Batch) -> dict[str, Any]:
-        stamp = int(batch.created_at)
-        done = int(batch.finished_at) if batch.finished_at is not None else None
-        return {
-            "id": batch.id,
-            "object": "batch",
-            "endpoint": batch.endpoint,
-            "errors": batch.errors,
-            "input_file_id": batch.input_file_id,
-            "completion_window": "24h",
-            "status": batch.status,
-            "output_file_id": batch.output_file_id,
-            "error_file_id": batch.error_file_id,
-            "created_at": stamp,
-            "in_progress_at": stamp if batch.status != "validating" else None,
-            "expires_at": stamp + 86_400,
-            "completed_at": done if batch.status == "completed" else None,
-            "failed_at": done if batch.status == "failed" else None,
-            "expired_at": done if batch.status == "expired" else None,
-            "cancelled_at": done if batch.status == "cancelled" else None,
-            "request_counts": dict(batch.counts),
-            "metadata": batch.metadata,
-        }
-
-
-def _line(custom_id: str | None, response: Any, code: str, message: str) -> dict[str, Any]:
-    return {"id": None, "custom_id": custom_id, "response": response, "error": {"code": code, "message": message}}
-
-
-def _multipart(content_type: str, body: bytes) -> dict[str, tuple[str, bytes]] | None:
-    """The fields of a ``multipart/form-data`` body: name -> (filename, bytes); None when it is not one."""
-    kind, _, params = content_type.partition(";")
-    if kind.strip().lower() != "multipart/form-data" or "boundary=" not in params:
-        return None
-    boundary = params.split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"').encode()
-    fields: dict[str, tuple[str, bytes]] = {}
-    for part in body.split(b"--" + boundary)[1:]:
-        if part.startswith(b"--"):
-            break
-        head, sep, value = part.partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        disposition = next(
-            (
-                line
-                for line in head.decode("utf-8", "replace").split("\r\n")
-                if line.lower().startswith("content-disposition")
-            ),
-            "",
-        )
-        attrs = dict(
-            (k.strip(), v.strip().strip('"'))
-            for k, _, v in (item.partition("=") for item in disposition.split(";")[1:])
-        )
-        if "name" in attrs:
-            fields[attrs["name"]] = (attrs.get("filename", ""), value.removesuffix(b"\r\n"))
-    return fields
