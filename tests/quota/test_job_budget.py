@@ -35,6 +35,17 @@ def _rows(count: int) -> list[dict[str, Any]]:
     return [{"question": f"answer {i}", "answer": f"answer {i % 4}"} for i in range(count)]
 
 
+def _two_targets(server: ServerProcess) -> dict[str, Any]:
+    """Targets "first" and "second": two model names on one server, both asked the row's question."""
+    return {
+        "targets": [
+            {"name": name, "model": {"url": server.base_url, "name": name, "format": "openai"}}
+            for name in ("first", "second")
+        ],
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+    }
+
+
 def _billed(server: ServerProcess) -> int:
     """The tokens the test server billed: each prompt's words, and its reply's (the echo, or the judge's one word)."""
     total = 0
@@ -62,11 +73,7 @@ def test_two_targets_and_a_shared_judge_spend_one_budget(
     clean_server.configure(rules=[{"match": "JUDGE:", "reply": GRADE}])
     config = {
         "dataset": {"path": str(write_jsonl(_rows(rows)))},
-        "targets": [
-            {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
-            for name in ("first", "second")
-        ],
-        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        **_two_targets(clean_server),
         "params": {"parallelism": 4, "inference": {"max_tokens": 4}, "budget": {"max_tokens": budget}},
         "metrics": [{"type": "exact-match", "reference": "{{ item.answer }}"}, _judge(clean_server)],
     }
@@ -101,11 +108,7 @@ def test_a_resume_of_a_spent_job_sends_nothing(clean_server: ServerProcess, writ
     clean_server.configure(rules=[{"match": "answer 0", "status": 400}])  # row 0 fails: the resume's first request
     config = {
         "dataset": {"path": str(write_jsonl(_rows(rows)))},
-        "targets": [
-            {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
-            for name in ("first", "second")
-        ],
-        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        **_two_targets(clean_server),
         "params": {
             "parallelism": 4,
             "max_retries": 0,
@@ -266,11 +269,7 @@ def test_a_judge_shared_by_two_targets_keeps_one_rate_limit(
         judge["parallelism"] = 16
         config = {
             "dataset": {"path": str(write_jsonl(_rows(rows)))},
-            "targets": [
-                {"name": name, "model": {"url": clean_server.base_url, "name": name, "format": "openai"}}
-                for name in ("first", "second")
-            ],
-            "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+            **_two_targets(clean_server),
             "params": {"parallelism": 16, "inference": {"max_tokens": 4}, "max_retries": 6},
             "metrics": [_judge(clean_server) | {"model": judge["model"], "parallelism": 16}],
         }
