@@ -40,7 +40,12 @@ from tests.pipeline.test_loopback import listening_sockets
 from tests.pipeline.test_resume_pipeline import interrupt_halfway, journaled_keys, start_run
 from tests.pipeline.test_runners import LOOPBACK, listening_hosts
 from tests.runners.prism_env import BINARY, CACHE, VERSION, ensure, go_toolchain
-from tests.scheduling.test_worker_pools import _started_workers, worker_pools  # noqa: F401 - the fixture
+from tests.scheduling.test_worker_pools import (  # noqa: F401 - the fixture
+    PARALLELISM,
+    _started_workers,
+    pool_run_config,
+    worker_pools,
+)
 
 # The first test may wait for the Prism build (about 70 s alone, minutes on a loaded machine).
 pytestmark = pytest.mark.timeout(900)
@@ -207,9 +212,6 @@ def test_online_qa_example_on_prism_equals_the_local_runner(prism: str, qa_serve
     assert stats["requests"] == 40 and set(stats["per_prompt"].values()) == {1}
 
 
-PARALLELISM = 4
-
-
 @pytest.mark.slow
 def test_external_worker_pools_on_prism_send_each_prompt_once_within_the_bound(
     prism: str,
@@ -220,18 +222,7 @@ def test_external_worker_pools_on_prism_send_each_prompt_once_within_the_bound(
     run_eval,
 ) -> None:
     port, logs = worker_pools
-    clean_server.configure(latency_ms=30)
-    rows = [{"question": f"answer {i % 13}", "answer": f"answer {i % 5}"} for i in range(240)]
-    config = {
-        "dataset": {"path": str(write_jsonl(rows))},
-        "target": model_target(),
-        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
-        "params": {"parallelism": PARALLELISM, "max_retries": 2},
-        "metrics": [
-            {"type": "exact-match", "reference": "{{ item.answer }}"},
-            {"type": "f1", "reference": "{{ item.answer }}"},
-        ],
-    }
+    config = pool_run_config(clean_server, model_target, write_jsonl)
     local = run_eval(config)
     assert local.code == 0, local.stderr
     clean_server.reset()  # fresh stats: the Prism run's requests only

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,6 +108,25 @@ def _started_workers(logs: list[Path]) -> list[int]:
     return [log.read_text().count("Starting worker with command") for log in logs]
 
 
+def pool_run_config(server: Any, model_target: Any, write_jsonl: Any) -> dict[str, Any]:
+    """240 rows at 30 ms a request, ``parallelism`` PARALLELISM: the run both worker-pool tests compare.
+
+    The server echoes the question: exact-match holds where i % 13 == i % 5 (i mod 65 in 0..4).
+    """
+    server.configure(latency_ms=30)
+    rows = [{"question": f"answer {i % 13}", "answer": f"answer {i % 5}"} for i in range(240)]
+    return {
+        "dataset": {"path": str(write_jsonl(rows))},
+        "target": model_target(),
+        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
+        "params": {"parallelism": PARALLELISM, "max_retries": 2},
+        "metrics": [
+            {"type": "exact-match", "reference": "{{ item.answer }}"},
+            {"type": "f1", "reference": "{{ item.answer }}"},
+        ],
+    }
+
+
 @pytest.mark.slow
 def test_external_worker_pools_match_the_default_runner_and_bound_in_flight(
     job_service: str,  # noqa: F811 - the fixture imported above
@@ -117,18 +137,7 @@ def test_external_worker_pools_match_the_default_runner_and_bound_in_flight(
     run_eval,
 ) -> None:
     port, logs = worker_pools
-    clean_server.configure(latency_ms=30)
-    rows = [{"question": f"answer {i % 13}", "answer": f"answer {i % 5}"} for i in range(240)]
-    config = {
-        "dataset": {"path": str(write_jsonl(rows))},
-        "target": model_target(),
-        "prompt_template": {"messages": [{"role": "user", "content": "{{ item.question }}"}]},
-        "params": {"parallelism": PARALLELISM, "max_retries": 2},
-        "metrics": [
-            {"type": "exact-match", "reference": "{{ item.answer }}"},
-            {"type": "f1", "reference": "{{ item.answer }}"},
-        ],
-    }
+    config = pool_run_config(clean_server, model_target, write_jsonl)
     default = run_eval(config)
     assert default.code == 0, default.stderr
     em = default.score("exact-match.exact-match")
