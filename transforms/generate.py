@@ -45,7 +45,6 @@ from beameval.inference.engine import InferenceEngine, Outcome
 from beameval.inference.first_request import HandedReply
 from beameval.inference.not_sent import STOPPING
 from beameval.inference.prepared import PreparedRequest, canonical_json, request_hash_from_bytes, wire_bytes
-from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
@@ -124,14 +123,7 @@ class GenerateSamples(beam.DoFn):
         self._key_handler = make_handler(config.target, config.params, None)
         self._model_name = model.name if model is not None else None
         params = config.params
-        self._engine = InferenceEngine.shared(
-            self._handler,
-            params.parallelism,
-            params.max_retries,
-            params.request_timeout,
-            params.max_retry_wait,
-            quota=EndpointQuota.of(config.target.endpoint, params, self._run_id),
-        )
+        self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id)
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
         self._max_retries = params.max_retries

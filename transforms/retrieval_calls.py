@@ -30,7 +30,6 @@ from beameval.core.redaction import Redactor
 from beameval.inference.engine import InferenceEngine
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import canonical_json
-from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets.base import TargetHandler
 from transforms import NAMESPACE
 from transforms.async_calls import PendingCalls, in_global_window
@@ -97,14 +96,7 @@ class _Send(beam.DoFn):
         self._handler = endpoint.make_handler(api_key)
         self._redactor = Redactor(endpoint.access.secret_values())
         self._journal = journal_for(self._journal_dir) if self._journal_dir else None
-        self._engine = InferenceEngine.shared(
-            self._handler,
-            params.parallelism,
-            params.max_retries,
-            params.request_timeout,
-            params.max_retry_wait,
-            quota=EndpointQuota.of(endpoint.access, params, endpoint.run_id),
-        )
+        self._engine = InferenceEngine.for_endpoint(self._handler, endpoint.access, params, endpoint.run_id)
         self._max_pending = 2 * params.parallelism
         self._requests = Metrics.counter(NAMESPACE, f"{endpoint.name}_requests")
         self._hits = Metrics.counter(NAMESPACE, f"{endpoint.name}_cache_hits")

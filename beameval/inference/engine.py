@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import ClassVar
 
+from beameval.config.access import EndpointAccess
+from beameval.config.params import Params
 from beameval.core.errors import EndpointError
 from beameval.inference.backoff import MAX_RETRY_WAIT_S, RandomSource
 from beameval.inference.counters import CounterSnapshot, EngineCounters
@@ -143,6 +145,18 @@ class InferenceEngine:
                 engine._registry_key = key
                 cls._registry[key] = engine
             return engine
+
+    @classmethod
+    def for_endpoint(cls, handler: TargetHandler, access: EndpointAccess, params: Params, job: str) -> InferenceEngine:
+        """The process's engine for a target-like endpoint: the run's ``params`` and the job's quota for ``access``."""
+        return cls.shared(
+            handler,
+            params.parallelism,
+            params.max_retries,
+            params.request_timeout,
+            params.max_retry_wait,
+            quota=EndpointQuota.of(access, params, job),
+        )
 
     def submit(
         self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None
