@@ -26,11 +26,9 @@ import json
 import time
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beameval.cache.journal import JournalWriter
 from beameval.compare.policy import OK_RATE
 from beameval.compare.sequential import decide_wave
 from beameval.compare.verdict import INCONCLUSIVE
@@ -40,8 +38,6 @@ from beameval.config.params import JobScope
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.scoring import RowScorer
-from beameval.inference.budget import RunBudget
-from beameval.inference.engine import InferenceEngine
 from pipeline.cache import lookup_shards, run_store_use
 from pipeline.compare_pair import load_policy
 from pipeline.compare_runs import Run, score_ranges
@@ -52,19 +48,17 @@ from pipeline.decide_rows import Side, paired_differences, read_side, skipped_in
 from pipeline.decide_rules import gated_scores, group_members, sequential_scores
 from pipeline.decide_targets import run_decided_targets
 from pipeline.decide_usage import whole_run
-from pipeline.finish import finish_run, pipeline_metrics, runner_info
+from pipeline.finish import finish_run
 from pipeline.first_answer import FirstRow, HandOff, first_answer, hand_off
-from pipeline.graph import build_graph
+from pipeline.graph import TargetBranch
 from pipeline.job import first_paid, job_scope, record_job, spent_before
 from pipeline.job_record import check_resumed_config, record_job_config
-from pipeline.local_runner import choose_runner
-from pipeline.options import EvalOptions, progress_settings
-from pipeline.orchestrate import job_paths
+from pipeline.options import EvalOptions
+from pipeline.orchestrate import execute, job_paths
 from pipeline.output_dir import lock_output, prepare_output, staging_dir
 from pipeline.preflight import preflight
 from pipeline.quota import job_config
 from transforms.decide import MarkDecided
-from transforms.progress import watch_progress
 
 __all__ = ["run_decided"]
 
@@ -194,30 +188,14 @@ def _run_wave(
     scope: JobScope,
     number: int,
 ) -> dict[str, Any]:
-    """Wave ``number``: one Beam job over the dataset, published (``finish_run``) as a stopped or complete run.
+    """Wave ``number``: one Beam job over the dataset (``orchestrate.execute``), published as a stopped or complete run.
 
     ``scope``: the run's job, which every wave is part of (``pipeline.decide_job``).
     """
-    wave_started = time.time()
-    pipeline = beam.Pipeline(runner=choose_runner(options), options=options)
-    stage = staging_dir(flags.output, run_id)
     scope = wave_job(scope, number)
+    stage = staging_dir(flags.output, run_id)
     job = job_config(config, options, handed.spent_after(spent), scope)
-    build_graph(pipeline, job, paths, flags.output, limit, run_id, shards, stage, handed.reply, wave)
-    interval, _, local = progress_settings(options)
-    try:
-        with watch_progress(run_id, interval if local else 0.0):  # the wave's rows, as a plain run shows them
-            result = pipeline.run()
-            result.wait_until_finish()
-    finally:
-        InferenceEngine.close_all()
-        JournalWriter.close_all()
-        RunBudget.close_all()  # its spend logs, written and closed before the next wave reads the spend
-    run_info = {
-        **runner_info(options),
-        **pipeline_metrics(result),
-        "wall_time_s": round(time.time() - wave_started, 3),
-        "dataset_files": len(paths),
-    }
+    branch = TargetBranch("", job, flags.output, run_id, shards, stage, handed.reply, wave)
+    run_info = execute(options, config, [branch], paths, limit)  # the wave's rows shown as a plain run's
     spend = wave_spend(config, scope, number)
     return finish_run(config, flags.output, stage, run_id, store, paths, started, run_info, None, spent, spend)

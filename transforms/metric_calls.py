@@ -5,32 +5,27 @@ Placed between generation and ``ScoreRows`` when a configured metric is an
 ``transforms.metric_batch``. For every row that has not failed, each endpoint metric builds its
 request, which goes to that metric's shared per-process ``InferenceEngine`` (retries,
 limiter and keep-alive pool included); when all of a row's calls have completed the row is
-emitted with ``metric_responses`` holding one ``EndpointReply`` per metric key. Rows are
-emitted as their calls complete and ``finish_bundle`` waits for the rest, as in
-``GenerateSamples`` (the bookkeeping is shared: ``transforms.async_calls``). Failures are
+emitted with ``metric_responses`` holding one ``EndpointReply`` per metric key. Failures are
 recorded in the reply, never raised here: the metric's ``score`` decides whether they fail
 the row.
 
-As in ``GenerateSamples``, each call is looked up in the run's journal just before it is
-sent, so a bundle that Beam runs again never pays for a call its first attempt made.
+The sending is ``transforms.endpoint_calls``'s, as for the target: each call is looked up
+in the run's journal just before it is sent, so a bundle that Beam runs again never pays
+for a call its first attempt made.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.journal_index import row_token
 from beameval.cache.key import prepared_key
-from beameval.cache.recording import RecordingHandler, journal_answer
 from beameval.config.params import Params
-from beameval.core.crash_points import fail_once
 from beameval.core.errors import EvaluatorError
 from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
@@ -41,17 +36,14 @@ from beameval.inference.not_sent import STOPPING
 from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.quota import EndpointQuota
-from beameval.inference.targets.base import TargetHandler
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
 from beameval.metrics.registry import metric_class, resolve
 from transforms import NAMESPACE
-from transforms.async_calls import PendingCalls, in_global_window
 from transforms.batch_endpoint import in_batch_mode
-from transforms.cache import journal_for
+from transforms.endpoint_calls import Answer, Call, CallEndpoints, CallPlan, LiveEndpoint, Planned, Ready
 from transforms.guard import guarded
-from transforms.worker_gc import freeze_startup_heap
 
-__all__ = ["CallMetricEndpoints", "build_metric_request", "needs_metric_calls", "reply_from_outcome"]
+__all__ = ["CallMetricEndpoints", "MetricCalls", "build_metric_request", "needs_metric_calls", "reply_from_outcome"]
 
 
 def needs_metric_calls(configs: Sequence[MetricConfig]) -> bool:
@@ -93,49 +85,39 @@ def reply_from_outcome(outcome: Outcome, redactor: Redactor | None = None) -> En
     )
 
 
-@dataclasses.dataclass(slots=True)
-class _RowCalls:
-    """A row waiting for its metric calls."""
-
-    row: GeneratedRow
-    replies: dict[str, EndpointReply]
-    remaining: int = 0
+#: A row waiting for its metric calls, with the replies it has so far.
+_RowReplies = tuple[GeneratedRow, dict[str, EndpointReply]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Endpoint:
     key: str
     metric: EndpointMetric[Any]
-    handler: TargetHandler
-    engine: InferenceEngine
-    max_retries: int
-    #: A twin that never sends, so keys are those of the request as first built (see GenerateSamples).
+    live: LiveEndpoint
+    #: A twin that never sends, so keys are those of the request as first built (see TargetCalls).
     key_metric: EndpointMetric[Any]
 
 
-class CallMetricEndpoints(beam.DoFn):
-    """GeneratedRow -> the same row with ``metric_responses`` from every endpoint metric.
+class MetricCalls(CallPlan[GeneratedRow, GeneratedRow]):
+    """The endpoint metrics' plan: a row's calls (one per metric key not yet answered), its replies recorded on it.
 
     Args:
         metric_configs: every metric config of the run, in config order (the metric keys
             are computed as ``ScoreRows`` computes them).
+        params: the budget and the worker count (rate limits, ``EndpointQuota``).
+        run_id: the job (shared rate limits and budget).
     """
 
-    def __init__(
-        self,
-        metric_configs: Sequence[MetricConfig],
-        journal_dir: str | None = None,
-        params: Params | None = None,
-        run_id: str = "",
-        joined_shards: Sequence[str] = (),
-    ) -> None:
-        self._configs = list(metric_configs)
-        self._journal_dir = journal_dir  # OUT_DIR/_responses: every successful call is recorded there
-        self._params = params or Params()  # the budget and the worker count (rate limits, EndpointQuota)
-        self._run_id = run_id
-        self._joined_shards = list(joined_shards)  # read by the graph-time join: skipped at send time
+    counter_prefix = "metric_"
+    crash_point = "metric-calls-answered"
 
-    def setup(self) -> None:
+    def __init__(self, metric_configs: Sequence[MetricConfig], params: Params, run_id: str) -> None:
+        self._configs = list(metric_configs)
+        self._params = params
+        self._run_id = run_id
+
+    def setup(self, journalled: bool) -> None:
+        self._journalled = journalled
         endpoints = []
         for key, config in zip(metric_keys(self._configs), self._configs, strict=True):
             if not issubclass(metric_class(config.type), EndpointMetric):
@@ -150,138 +132,104 @@ class CallMetricEndpoints(beam.DoFn):
             engine = InferenceEngine.shared(
                 handler, settings.parallelism, settings.max_retries, settings.request_timeout, quota=quota
             )
+            live = LiveEndpoint(handler, engine, Redactor(metric.endpoint_access.secret_values()), settings.max_retries)
             twin = resolve(config, key)
             assert isinstance(twin, EndpointMetric)
             # Each call of the metric (a pairwise judge's two orders) shares its engine and handler.
             for call, twin_call in zip(metric.endpoint_calls(), twin.endpoint_calls(), strict=True):
-                endpoints.append(_Endpoint(call.key, call, handler, engine, settings.max_retries, twin_call))
+                endpoints.append(_Endpoint(call.key, call, live, twin_call))
         self._endpoints = endpoints
-        self._redactors = {e.key: Redactor(e.metric.endpoint_access.secret_values()) for e in endpoints}
-        self._journal = journal_for(self._journal_dir) if self._journal_dir else None
-        if self._journal is not None:
-            self._journal.index.ignore(self._joined_shards)
+        self._redactors = {endpoint.key: endpoint.live.redactor for endpoint in endpoints}
         # Keep a few requests queued per slot so the engines never wait for the DoFn.
         self._max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
         self._requests = Metrics.counter(NAMESPACE, "metric_requests")
         self._attempts = Metrics.counter(NAMESPACE, "metric_request_attempts")
         self._failed = Metrics.counter(NAMESPACE, "metric_requests_failed")
-        self._journal_hits = Metrics.counter(NAMESPACE, "metric_journal_hits")
         self._latency = Metrics.distribution(NAMESPACE, "metric_latency_ms")
-        freeze_startup_heap()  # last: what setup built is long-lived too
 
-    def start_bundle(self) -> None:
-        self._pending: PendingCalls[tuple[_RowCalls, str]] = PendingCalls(self._max_pending)
-        self._first_row: str | None = None  # names the bundle for the test's injected failure
-        if self._journal is not None:
-            self._journal.index.refresh()  # what other workers (a lost one too) recorded since the last bundle
+    @property
+    def max_pending(self) -> int:
+        return self._max_pending
 
-    def process(self, row: GeneratedRow) -> Iterator[GeneratedRow]:
-        token = row_token(row.row_index, row.sample_index)
-        if self._first_row is None:
-            self._first_row = token
+    def token(self, row: GeneratedRow) -> str:
+        return row_token(row.row_index, row.sample_index)
+
+    def plan(self, row: GeneratedRow) -> Planned[_RowReplies] | Ready[GeneratedRow]:
         if row.failure is not None or row.item is None or not self._endpoints:
-            yield row
-            return
-        calls = _RowCalls(row, dict(row.metric_responses or {}))  # replies from the store are already there
+            return Ready(row)
+        replies = dict(row.metric_responses or {})  # replies from the store are already there
         ctx = MetricContext(row.item, row.sample, baseline=row.baseline)
-        submitted = []
+        calls = []
         for endpoint in self._endpoints:
-            if endpoint.key in calls.replies or not endpoint.metric.needs_call(ctx):
+            if endpoint.key in replies or not endpoint.metric.needs_call(ctx):
                 continue
             prepared = build_metric_request(endpoint.metric, ctx)
             if isinstance(prepared, EndpointReply):
-                calls.replies[endpoint.key] = prepared
+                replies[endpoint.key] = prepared
                 continue
-            key = self._key(endpoint, ctx, row)
-            answered = None if key is None else self._from_journal(endpoint, key, token)
-            if answered is not None:
-                calls.replies[endpoint.key] = answered
-                continue
-            submitted.append((endpoint, prepared, key))
-        if not submitted:
-            yield self._finished(calls)
-            return
-        calls.remaining = len(submitted)
-        for endpoint, prepared, key in submitted:
-            if key is None:
-                done = self._pending.add((calls, endpoint.key))
-                endpoint.engine.send(prepared, endpoint.handler, done, max_retries=endpoint.max_retries)
-            else:
-                self._send(endpoint, prepared, key, calls, token)
-        yield from self._drain(block=self._pending.full)
+            key = self._key(endpoint, ctx, row) if self._journalled else None
+            model = prepared.body.get("model")
+            calls.append(Call(endpoint.key, endpoint.live, prepared, key, model if isinstance(model, str) else None))
+        if not calls:
+            return Ready(_finished(row, replies))
+        return Planned((row, replies), calls)
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        for row in self._drain(block=True, until_empty=True):
-            yield in_global_window(row)
-        if self._journal is not None:
-            self._journal.sync()
-        if self._first_row is not None:
-            fail_once("metric-calls-answered", self._first_row)  # tests: a later stage failing once
-
-    def _key(self, endpoint: _Endpoint, ctx: MetricContext, row: GeneratedRow) -> str | None:
-        """The call's response key, from the twin (the request as first built); None without a journal."""
-        if self._journal is None:
-            return None
-        try:
-            return prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, endpoint.handler.secrets)
-        except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
-            return None
-
-    def _from_journal(self, endpoint: _Endpoint, key: str, token: str) -> EndpointReply | None:
-        """The call answered by its own call of an earlier attempt of its bundle, from the journal; None: send it.
-
-        It counts as one of the run's requests: the attempt that sent it was thrown away
-        with its bundle, so no other row carries its cost.
-        """
-        assert self._journal is not None
-        sample = journal_answer(self._journal, endpoint.handler, key, token)
-        if sample is None:
-            return None
-        self._journal_hits.inc()
-        return endpoint_reply(sample, status=200, attempts=1)
-
-    def _send(self, endpoint: _Endpoint, prepared: PreparedRequest, key: str, calls: _RowCalls, token: str) -> None:
-        """Send one call, recording its answer, unless its call from an earlier attempt is in flight here."""
-        assert self._journal is not None
-        model = prepared.body.get("model")
-        handler = RecordingHandler(
-            endpoint.handler,
-            self._journal.for_row(token),
-            key,
-            model if isinstance(model, str) else None,
-            self._redactors[endpoint.key],
-        )
-        self._journal.in_flight.send_once(
-            key,
-            token,
-            lambda done: endpoint.engine.send(prepared, handler, done, max_retries=endpoint.max_retries),
-            self._pending.add((calls, endpoint.key)),
-        )
-
-    def _drain(self, block: bool, until_empty: bool = False) -> Iterator[GeneratedRow]:
-        for (calls, key), outcome in self._pending.drain(block, until_empty):
+    def finished(self, element: _RowReplies, answers: Mapping[str, Answer]) -> GeneratedRow:
+        row, replies = element
+        for key, answer in answers.items():
             reply = guarded(
                 "CallMetricEndpoints",
                 "scoring",
-                calls.row.row_index,
-                functools.partial(reply_from_outcome, outcome, self._redactors[key]),
+                row.row_index,
+                functools.partial(reply_from_outcome, answer.outcome, self._redactors[key]),
                 lambda failure: EndpointReply(error=failure.text, error_kind="request"),
             )
-            calls.replies[key] = reply
+            replies[key] = reply
+            if answer.journalled:  # counted with the journal hits
+                continue
             self._requests.inc()
             self._attempts.inc(reply.attempts)
             self._latency.update(int(reply.latency_s * 1000))
             if reply.error is not None:
                 self._failed.inc()
-            calls.remaining -= 1
-            if calls.remaining == 0:
-                yield self._finished(calls)
+        return _finished(row, replies)
 
     @staticmethod
-    def _finished(calls: _RowCalls) -> GeneratedRow:
-        stopped = [reply for reply in calls.replies.values() if reply.failure_class in STOPPING]
-        if stopped:  # a metric call was not sent, the run is stopping: the row is skipped, not scored
-            Metrics.counter(NAMESPACE, f"rows_skipped_{stopped[0].failure_class}").inc()  # why the run stopped
-            failure = RowFailure("scoring", [str(stopped[0].error)], skipped=True)
-            return dataclasses.replace(calls.row, metric_responses=None, failure=failure)
-        return dataclasses.replace(calls.row, metric_responses=calls.replies)
+    def _key(endpoint: _Endpoint, ctx: MetricContext, row: GeneratedRow) -> str | None:
+        """The call's response key, from the twin (the request as first built)."""
+        try:
+            secrets = endpoint.live.handler.secrets
+            return prepared_key(endpoint.key_metric.build_request(ctx), row.sample_index, secrets)
+        except Exception:  # noqa: BLE001 - it was just built once; if the twin fails, record nothing
+            return None
+
+
+def _finished(row: GeneratedRow, replies: dict[str, EndpointReply]) -> GeneratedRow:
+    stopped = [reply for reply in replies.values() if reply.failure_class in STOPPING]
+    if stopped:  # a metric call was not sent, the run is stopping: the row is skipped, not scored
+        Metrics.counter(NAMESPACE, f"rows_skipped_{stopped[0].failure_class}").inc()  # why the run stopped
+        failure = RowFailure("scoring", [str(stopped[0].error)], skipped=True)
+        return dataclasses.replace(row, metric_responses=None, failure=failure)
+    return dataclasses.replace(row, metric_responses=replies)
+
+
+class CallMetricEndpoints(CallEndpoints[GeneratedRow, GeneratedRow]):
+    """GeneratedRow -> the same row with ``metric_responses`` from every endpoint metric (``MetricCalls``).
+
+    Args:
+        metric_configs: every metric config of the run, in config order.
+        journal_dir: OUT_DIR/_responses: every successful call is recorded there.
+        params: the budget and the worker count.
+        run_id: the job.
+        joined_shards: read by the graph-time join: skipped at send time.
+    """
+
+    def __init__(
+        self,
+        metric_configs: Sequence[MetricConfig],
+        journal_dir: str | None = None,
+        params: Params | None = None,
+        run_id: str = "",
+        joined_shards: Sequence[str] = (),
+    ) -> None:
+        super().__init__(MetricCalls(metric_configs, params or Params(), run_id), journal_dir, joined_shards)

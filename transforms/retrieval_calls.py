@@ -4,24 +4,26 @@ Elements are ``(tag, rendered)``: ``rendered`` is what the handler ``prepare``s 
 to embed or rerank), the tag comes back with the reply. With a response store or
 ``--resume`` (``stored``), each request is keyed as ``GenerateSamples`` keys a target's
 and joined with the stored entries (``store_join``); a stored reply answers its request,
-unsent, so a rerun re-embeds nothing. Every other request goes to the worker's
-``InferenceEngine`` for its endpoint (retries, rate limits, budget), and a success is
-recorded in the run's journal the moment it parses (``RecordingHandler``).
+unsent, so a rerun re-embeds nothing. Every other request goes through
+``transforms.endpoint_calls``, as a target's does: looked up in the run's journal just
+before it is sent (a corpus batch or query that Beam runs again is not embedded twice),
+then sent through the worker's ``InferenceEngine`` for its endpoint (retries, rate
+limits, budget), a success journalled the moment it parses.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.entry import StoredResponse
+from beameval.cache.journal_index import row_token
 from beameval.cache.key import response_key_from_content
-from beameval.cache.recording import RecordingHandler, sample_from_stored
+from beameval.cache.recording import sample_from_stored
 from beameval.config.access import EndpointAccess
 from beameval.config.params import Params
 from beameval.core.errors import EvaluatorError
@@ -32,8 +34,8 @@ from beameval.inference.outcome import Outcome
 from beameval.inference.prepared import canonical_json
 from beameval.inference.targets.base import TargetHandler
 from transforms import NAMESPACE
-from transforms.async_calls import PendingCalls, in_global_window
-from transforms.cache import journal_for, request_keys
+from transforms.cache import request_keys
+from transforms.endpoint_calls import Answer, Call, CallEndpoints, CallPlan, LiveEndpoint, Planned, Ready
 from transforms.store_join import BatchByBucket, JoinStored
 
 __all__ = ["CallEndpoint", "Endpoint"]
@@ -82,59 +84,54 @@ def _unjoined(joined: tuple[tuple[Any, Any], StoredResponse | None]) -> tuple[An
     return tag, rendered, stored
 
 
-class _Send(beam.DoFn):
+class _RetrievalCalls(CallPlan[tuple[Any, Any, StoredResponse | None], tuple[Any, EndpointReply]]):
     """``(tag, rendered, stored or None)`` -> ``(tag, EndpointReply)``: a stored reply, or the endpoint's."""
 
-    def __init__(self, endpoint: Endpoint, journal_dir: str | None) -> None:
+    def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
-        self._journal_dir = journal_dir
+        self.counter_prefix = f"{endpoint.name}_"
 
-    def setup(self) -> None:
+    def setup(self, journalled: bool) -> None:
         endpoint = self._endpoint
         params = endpoint.params
-        api_key = endpoint.access.api_key()
-        self._handler = endpoint.make_handler(api_key)
+        self._journalled = journalled
+        self._handler = endpoint.make_handler(endpoint.access.api_key())
         self._redactor = Redactor(endpoint.access.secret_values())
-        self._journal = journal_for(self._journal_dir) if self._journal_dir else None
-        self._engine = InferenceEngine.for_endpoint(self._handler, endpoint.access, params, endpoint.run_id)
+        engine = InferenceEngine.for_endpoint(self._handler, endpoint.access, params, endpoint.run_id)
+        self._live = LiveEndpoint(self._handler, engine, self._redactor, params.max_retries)
         self._max_pending = 2 * params.parallelism
         self._requests = Metrics.counter(NAMESPACE, f"{endpoint.name}_requests")
         self._hits = Metrics.counter(NAMESPACE, f"{endpoint.name}_cache_hits")
 
-    def start_bundle(self) -> None:
-        self._pending: PendingCalls[Any] = PendingCalls(self._max_pending)
+    @property
+    def max_pending(self) -> int:
+        return self._max_pending
 
-    def process(self, element: tuple[Any, Any, StoredResponse | None]) -> Iterator[tuple[Any, EndpointReply]]:
+    def token(self, element: tuple[Any, Any, StoredResponse | None]) -> str:
+        """A query's row (``(row_index, sample_index)``), or a corpus batch's number (``(number, ids)``)."""
+        first, second = element[0]
+        return row_token(first, second) if isinstance(second, int) else f"corpus/{first}"
+
+    def plan(self, element: tuple[Any, Any, StoredResponse | None]) -> Planned[Any] | Ready[tuple[Any, EndpointReply]]:
         tag, rendered, stored = element
         sample = sample_from_stored(self._handler, stored)
         if sample is not None:
             self._hits.inc()
-            yield tag, EndpointReply(sample=sample, status=200, cached=True)
-            return
+            return Ready((tag, EndpointReply(sample=sample, status=200, cached=True)))
         try:
             prepared = self._handler.prepare(rendered)
             content = canonical_json(prepared.body)
             prepared = dataclasses.replace(prepared, content=content)
         except (EvaluatorError, TypeError, ValueError) as exc:
-            yield tag, EndpointReply(error=str(exc), error_kind="request")
-            return
-        handler: TargetHandler = self._handler
-        if self._journal is not None:
+            return Ready((tag, EndpointReply(error=str(exc), error_kind="request")))
+        key = None
+        if self._journalled:
             key = response_key_from_content(prepared.url, content, 0, prepared.headers, self._handler.secrets)
-            handler = RecordingHandler(self._handler, self._journal, key, self._endpoint.model, self._redactor)
         self._requests.inc()
-        self._engine.send(prepared, handler, self._pending.add(tag), max_retries=self._endpoint.params.max_retries)
-        yield from self._drain(block=self._pending.full)
+        return Planned(tag, [Call("", self._live, prepared, key, self._endpoint.model)])
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        for element in self._drain(block=True, until_empty=True):
-            yield in_global_window(element)
-        if self._journal is not None:
-            self._journal.sync()  # every reply of the bundle is durable before its elements move on
-
-    def _drain(self, block: bool, until_empty: bool = False) -> Iterator[tuple[Any, EndpointReply]]:
-        for tag, outcome in self._pending.drain(block, until_empty):
-            yield tag, _reply(outcome, self._redactor)
+    def finished(self, tag: Any, answers: Mapping[str, Answer]) -> tuple[Any, EndpointReply]:
+        return tag, _reply(answers[""].outcome, self._redactor)
 
 
 def _reply(outcome: Outcome, redactor: Redactor) -> EndpointReply:
@@ -177,4 +174,4 @@ class CallEndpoint(beam.PTransform):
                 | "JoinStored" >> JoinStored(self._stored)
                 | "Unjoin" >> beam.Map(_unjoined)
             )
-        return to_send | "Send" >> beam.ParDo(_Send(self._endpoint, self._journal_dir))
+        return to_send | "Send" >> beam.ParDo(CallEndpoints(_RetrievalCalls(self._endpoint), self._journal_dir))
