@@ -40,7 +40,7 @@ from beameval.core.prompt import render_prompt
 from beameval.core.records import InputRow
 from beameval.core.sanitize import RowTooLarge, check_row
 from beameval.core.templates import Template
-from beameval.inference.first_request import FirstAnswer, HandedReply, keyed, send_first_request, target_where
+from beameval.inference.first_request import FirstAnswer, HandedReply, keyed, send_first_request
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from pipeline.cache import lookup_shards
@@ -138,7 +138,7 @@ def first_answer(
     if answered_in(stored, key, handler):
         return None  # the run answers that row from the journal or the store
     model = target.model.name if target.model is not None else None
-    where = target_where(config)
+    where = target.where
     sending = send_first_request(
         handler,
         prepared,

@@ -43,7 +43,7 @@ from beameval.core.scoring import RowScorer
 from beameval.core.template_fields import item_fields, missing_fields
 from beameval.core.templates import Template
 from beameval.inference.classify import Failure
-from beameval.inference.first_request import rejected_credentials, target_where
+from beameval.inference.first_request import rejected_credentials
 from beameval.inference.probe import probe
 from beameval.inference.quota import endpoints_of, redis_password
 from beameval.inference.targets import make_handler
@@ -153,7 +153,7 @@ def _check_endpoints(config: EvalConfig, scorer: RowScorer) -> None:
     if config.target is not None:
         endpoint = config.target.endpoint
         endpoints.append(
-            (target_where(config), endpoint, make_handler(config.target, config.params, endpoint.api_key()))
+            (config.target.where, endpoint, make_handler(config.target, config.params, endpoint.api_key()))
         )
         reranker = config.target.retrieval.reranker if config.target.retrieval is not None else None
         if reranker is not None:

@@ -5,7 +5,7 @@ from the bundle's thread. ``PendingCalls`` bridges the two: each call's completi
 callback (``InferenceEngine.send``) puts ``(tag, outcome)`` on a queue that the DoFn
 drains from ``process`` (without blocking, or blocking while too many calls are pending)
 and from ``finish_bundle`` (until every call of the bundle has completed). Used by
-``GenerateSamples`` and ``CallMetricEndpoints``.
+``transforms.endpoint_calls.CallEndpoints``, the one stage that sends endpoint calls.
 """
 
 from __future__ import annotations

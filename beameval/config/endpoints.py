@@ -65,7 +65,12 @@ class AgentTarget(EndpointAccess):
 
 
 class TargetConfig(Frozen):
-    """Exactly one of ``model``, ``agent`` or ``retrieval``."""
+    """Exactly one of ``model``, ``agent`` or ``retrieval``.
+
+    Every field is a target kind: the checks, ``kind``, ``where`` and ``NamedTarget.as_target``
+    read the fields, so a new kind is its config class and one field here (and its handler:
+    ``beameval/inference/targets/factory.py``).
+    """
 
     model: ModelTarget | None = None
     agent: AgentTarget | None = None
@@ -73,16 +78,27 @@ class TargetConfig(Frozen):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TargetConfig:
-        if [self.model, self.agent, self.retrieval].count(None) != 2:
-            raise ValueError("set exactly one of target.model, target.agent or target.retrieval")
+        kinds = [kind for kind in TargetConfig.model_fields if getattr(self, kind) is not None]
+        if len(kinds) != 1:
+            named = [f"target.{kind}" for kind in TargetConfig.model_fields]
+            raise ValueError(f"set exactly one of {', '.join(named[:-1])} or {named[-1]}")
         return self
 
     @property
+    def kind(self) -> str:
+        """The field that is set: ``model``, ``agent`` or ``retrieval``."""
+        return next(kind for kind in TargetConfig.model_fields if getattr(self, kind) is not None)
+
+    @property
     def endpoint(self) -> ModelTarget | AgentTarget | EmbeddingsEndpoint:
-        """Whichever of ``model`` or ``agent`` is set; a retrieval target's embedding endpoint."""
-        endpoint = self.model or self.agent or (self.retrieval.embeddings if self.retrieval else None)
-        assert endpoint is not None  # guaranteed by _exactly_one
-        return endpoint
+        """The endpoint each row's request goes to: the model or agent; a retrieval target's embeddings endpoint."""
+        chosen = getattr(self, self.kind)
+        return chosen.embeddings if isinstance(chosen, RetrievalTarget) else chosen
+
+    @property
+    def where(self) -> str:
+        """``endpoint``'s config path (``target.model``, ``target.agent``, ``target.retrieval.embeddings``)."""
+        return f"target.{self.kind}.embeddings" if self.retrieval is not None else f"target.{self.kind}"
 
     def api_key(self) -> str | None:
         """The API key from the environment variable named in ``api_key_env``, if any."""

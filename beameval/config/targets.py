@@ -54,7 +54,7 @@ class NamedTarget(TargetConfig):
 
     def as_target(self) -> TargetConfig:
         """The entry as a single-target run's ``target:``."""
-        return TargetConfig(model=self.model, agent=self.agent, retrieval=self.retrieval)
+        return TargetConfig(**{kind: getattr(self, kind) for kind in TargetConfig.model_fields})
 
 
 def check_target_names(targets: list[NamedTarget]) -> None:

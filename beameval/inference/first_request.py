@@ -37,7 +37,6 @@ from beameval.cache.key import prepared_key
 from beameval.cache.recording import RecordingHandler
 from beameval.config.access import EndpointAccess
 from beameval.config.params import Params
-from beameval.config.schema import EvalConfig
 from beameval.core.errors import EndpointError
 from beameval.core.redaction import Redactor
 from beameval.inference.backoff import RandomSource
@@ -60,7 +59,6 @@ __all__ = [
     "keyed",
     "rejected_credentials",
     "send_first_request",
-    "target_where",
 ]
 
 #: The most the waits between the preflight's attempts may add up to, in seconds.
@@ -237,14 +235,6 @@ async def send_first_request(
         attempts=error.attempts,
         hint=_hint(error.status, where, url, model),
     )
-
-
-def target_where(config: EvalConfig) -> str:
-    """The target's config path, for messages: ``target.model``, ``target.agent`` or ``target.retrieval.embeddings``."""
-    assert config.target is not None
-    if config.target.retrieval is not None:
-        return "target.retrieval.embeddings"
-    return "target.model" if config.target.model is not None else "target.agent"
 
 
 def rejected_credentials(url: str, status: int, where: str, access: EndpointAccess) -> EndpointError:
