@@ -2,8 +2,9 @@
 
 The OpenAI-compatible server (``beameval.testserver.app``, on aiohttp.web) always speaks
 well-formed HTTP; a client's parser also needs chunk extensions, replies split into single
-bytes, interim ``1xx`` replies, early closes, resets and plainly malformed framing. This server writes exactly
-the bytes a test gives it, on 127.0.0.1, and records what the client sent.
+bytes, interim ``1xx`` replies, early closes, resets and plainly malformed framing. This
+server writes exactly the bytes a test gives it, on 127.0.0.1, and records what the
+client sent: the project's one hand-framed HTTP server, kept for deliberately broken HTTP.
 """
 
 from __future__ import annotations
