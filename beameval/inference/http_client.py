@@ -114,11 +114,14 @@ class HttpClient:
         method: str,
         url: str,
         *,
-        content: bytes | None = None,
+        content: bytes | aiohttp.FormData | None = None,
         headers: Mapping[str, str] | None = None,
         read_body: bool = True,
     ) -> HttpReply:
         """Send one request; no redirects are followed (a 3xx is the reply).
+
+        ``content`` is a JSON body (sent as ``application/json`` unless the headers say otherwise)
+        or a form, sent as ``multipart/form-data`` whatever the headers say.
 
         With ``read_body=False`` only the status and headers are read (the body is
         ``b""`` and the connection is not reused).
@@ -127,12 +130,21 @@ class HttpClient:
             ResponseTooLargeError: the body (decompressed) passes ``max_response_bytes``.
         """
         session = self._open()
-        send_headers = self._json_headers if content is not None else None
-        if headers is not None:
-            send_headers = {**(send_headers or {}), **headers}
+        data: bytes | aiohttp.Payload | None
+        send_headers: Mapping[str, str] | None
+        if isinstance(content, aiohttp.FormData):
+            # The multipart payload's own Content-Type names its boundary: it replaces any other, defaults included.
+            data = content()
+            kept = {name: value for name, value in (headers or {}).items() if name.lower() != "content-type"}
+            send_headers = {**kept, "Content-Type": data.content_type}
+        else:
+            data = content
+            send_headers = self._json_headers if content is not None else None
+            if headers is not None:
+                send_headers = {**(send_headers or {}), **headers}
         proxy = self._proxy_for(url)
         async with session.request(
-            method, url, data=content, headers=send_headers, allow_redirects=False, proxy=proxy
+            method, url, data=data, headers=send_headers, allow_redirects=False, proxy=proxy
         ) as response:
             body = await self._read(response) if read_body else b""
             if not read_body:

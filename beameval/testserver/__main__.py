@@ -7,7 +7,8 @@ Usage::
         [--answers FILE] [--config FAULTS.json] [--seed N] [--down-for S]
         [--requests-per-minute R] [--tokens-per-minute T] [--ratelimit-headers]
 
-Prints exactly one line, ``LISTENING <port>``, once the port is bound; nothing per request.
+Prints exactly one line, ``LISTENING <port>``, once the port is bound; nothing per request
+(on stderr neither: aiohttp's traceback for a request it cannot parse is filtered out).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from aiohttp.http import HttpProcessingError
 
 from beameval.testserver.app import StubServer
 from beameval.testserver.faults import FaultConfig
@@ -76,6 +80,17 @@ def load_config(args: argparse.Namespace) -> FaultConfig:
     return FaultConfig.model_validate(data)
 
 
+class _QuietBadRequests(logging.Filter):
+    """Drops aiohttp's traceback for a request it cannot parse: answered 400, a client's doing, and tests send them.
+
+    Any other error of a handler (a bug of ours) is still logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, HttpProcessingError)
+
+
 async def serve(server: StubServer) -> None:
     """Run ``server`` until SIGTERM or SIGINT, printing ``LISTENING <port>`` once bound."""
     loop = asyncio.get_running_loop()
@@ -111,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("aiohttp.server").addFilter(_QuietBadRequests())
     server = StubServer(config, host=args.host, port=args.port, replier=replier, down_for_s=args.down_for)
     try:
         asyncio.run(serve(server))

@@ -1,16 +1,22 @@
-"""The asyncio OpenAI-compatible stub server and its routes, so clients can be tested against real HTTP."""
+"""The OpenAI-compatible stub server and its routes, on aiohttp.web, so clients are tested against real HTTP.
+
+aiohttp frames the requests (``Content-Length`` or chunked bodies, pipelining, keep-alive)
+and parses the Files API's multipart uploads, so what a client sends is read by a real
+HTTP stack. Every fault here is an HTTP-level one (a status, a delay, a body, a dropped
+connection); replies whose HTTP framing itself is broken are the raw ``scripted`` server's.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from aiohttp import web
 
 from beameval.testserver.batches import BatchService
 from beameval.testserver.faults import FaultConfig, FaultInjector, Outcome
-from beameval.testserver.http11 import BadRequest, Request, Response, json_response, read_request
 from beameval.testserver.quota import ProviderQuota
 from beameval.testserver.replies import (
     DEFAULT_MODEL,
@@ -24,8 +30,9 @@ from beameval.testserver.replies import (
 from beameval.testserver.retrieval import ROUTES as RETRIEVAL_ROUTES
 from beameval.testserver.retrieval import retrieval_reply
 from beameval.testserver.stats import Stats
+from beameval.testserver.wire import body_of, dropped, json_response, request_record
 
-__all__ = ["StubServer", "format_retry_after"]
+__all__ = ["MAX_BODY", "StubServer", "format_retry_after"]
 
 _INFERENCE = {
     "/v1/chat/completions": "chat",
@@ -35,6 +42,10 @@ _INFERENCE = {
     "/agent": "agent",
     "/v1/agent": "agent",
 }
+_MODELS = ("/v1/models", "/models")
+MAX_BODY = 64 * 1024 * 1024  # the largest request body read; aiohttp answers 413 past it
+_IDLE_S = 86_400.0  # how long an idle keep-alive connection stays open: the client's pool decides, not us
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _models(served: list[str] | None) -> dict[str, Any]:
@@ -44,7 +55,6 @@ def _models(served: list[str] | None) -> dict[str, Any]:
 
 
 _MALFORMED = b'{"choices": [{"message": this is not JSON'
-_WRITE_HIGH_WATER = 1 << 16
 
 
 def format_retry_after(seconds: float) -> str:
@@ -58,6 +68,10 @@ def _retry_headers(seconds: float | None) -> dict[str, str] | None:
 
 class StubServer:
     """An OpenAI-compatible server with fault injection, for tests and benchmarks.
+
+    One ``aiohttp.web.Application`` run by an ``AppRunner`` on one event loop. The
+    listener is the runner's protocol factory under ``loop.create_server`` rather than a
+    ``TCPSite``, because ``/_stats`` counts accepted connections and a site has no hook for them.
 
     Args:
         config: initial faults; ``POST /_reset`` with ``{"config": true}`` restores it.
@@ -88,96 +102,96 @@ class StubServer:
         self.host = host
         self.port = port
         self.down_for_s = down_for_s
-        self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
         self._seq = 0
+
+    def application(self) -> web.Application:
+        """The routes: inference, retrieval, models, control, Files and Batches; any other path is a 404."""
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._guard])
+        add = app.router.add_route
+        for path in _INFERENCE:
+            add("*", path, self._inference)  # another method: 405
+        for path in RETRIEVAL_ROUTES:
+            add("*", path, self._retrieval)
+        for path in _MODELS:
+            add("GET", path, self._models)
+        add("GET", "/_stats", self._stats)
+        add("GET", "/_last_request", self._last_request)
+        add("GET", "/_config", self._config)
+        add("POST", "/_config", self._configure)
+        add("POST", "/_reset", self._reset)
+        self.batches.add_routes(app.router)
+        add("*", "/{path:.*}", self._missing)  # last: also what a known path with another method reaches
+        return app
 
     async def start(self) -> int:
         """Wait ``down_for_s``, bind and start accepting; return the bound port."""
         if self.down_for_s > 0:
             await asyncio.sleep(self.down_for_s)
-        self._server = await asyncio.start_server(self._serve_connection, self.host, self.port, backlog=2048)
-        self.port = self._server.sockets[0].getsockname()[1]
+        # Closing ends the handlers still running (a stall) after 10 ms; aiohttp reads 0 as "wait for them".
+        self._runner = web.AppRunner(
+            self.application(), access_log=None, shutdown_timeout=0.01, keepalive_timeout=_IDLE_S
+        )
+        await self._runner.setup()
+        protocol = self._runner.server
+        assert protocol is not None
+
+        def accepted() -> asyncio.Protocol:
+            self.stats.connected()
+            return protocol()
+
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(accepted, self.host, self.port, backlog=2048)
+        self.port = self._listener.sockets[0].getsockname()[1]
         return self.port
 
     async def close(self) -> None:
-        """Stop accepting, drop open connections and wait until all are closed."""
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        """Stop accepting, end the running handlers and close every connection."""
+        if self._listener is not None:
+            self._listener.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        transport = writer.transport
-        self.stats.connected()
-        try:
-            while True:
-                try:
-                    request = await read_request(reader)
-                except BadRequest as exc:
-                    writer.write(json_response(exc.status, error_body(exc.status, exc.message)).encode(False))
-                    break
-                if request is None:
-                    break
-                response = await self._dispatch(request)
-                if response is None:
-                    abort_with_reset(writer)
-                    return
-                if transport.is_closing():
-                    break
-                writer.write(response.encode(request.keep_alive))
-                if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                    await writer.drain()
-                if not request.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            if task is not None:
-                self._connections.discard(task)
-            writer.close()
+    def _guarded(self, path: str) -> bool:
+        """The paths that need ``api_key``: inference, retrieval, models, Files and Batches (not ``/_batches``)."""
+        if path in _INFERENCE or path in RETRIEVAL_ROUTES or path in _MODELS:
+            return True
+        return self.batches.owns(path) and path != "/_batches"
 
-    async def _dispatch(self, request: Request) -> Response | None:
-        if request.path in RETRIEVAL_ROUTES:  # embeddings, ranking, rerank (beameval.testserver.retrieval)
-            return await retrieval_reply(self, request)
-        kind = _INFERENCE.get(request.path)
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         api_key = self.faults.config.api_key
-        batch_api = self.batches.owns(request.path)
-        guarded = kind is not None or request.path in ("/v1/models", "/models")
-        guarded = guarded or (batch_api and request.path != "/_batches")
-        if api_key and guarded and request.headers.get("authorization") != f"Bearer {api_key}":
+        if api_key and self._guarded(request.path) and request.headers.get("Authorization") != f"Bearer {api_key}":
             return json_response(401, error_body(401, "invalid API key"))
-        if batch_api:
-            return self.batches.handle(request)
-        if kind is not None:
-            if request.method != "POST":
-                return json_response(405, error_body(405, "use POST"))
-            return await self._inference(kind, request)
-        route = (request.method, request.path)
-        if route in (("GET", "/v1/models"), ("GET", "/models")):
-            return json_response(200, _models(self.faults.config.models))
-        if route == ("GET", "/_stats"):
-            return json_response(200, {**self.stats.snapshot(), "quota": self.quota.snapshot()})
-        if route == ("GET", "/_last_request"):
-            return json_response(200, self.stats.last_request)
-        if route == ("GET", "/_config"):
-            return json_response(200, self.faults.config.model_dump())
-        if route == ("POST", "/_config"):
-            return self._configure(request.body)
-        if route == ("POST", "/_reset"):
-            return self._reset(request.body)
+        return await handler(request)
+
+    async def _missing(self, request: web.Request) -> web.Response:
+        if self.batches.owns(request.path):
+            return self.batches.missing(request)
         self.stats.missed(request.method, request.path)
         return json_response(404, error_body(404, f"no route {request.method} {request.path}"))
 
-    def _configure(self, raw: bytes) -> Response:
+    async def _retrieval(self, request: web.Request) -> web.Response:
+        return await retrieval_reply(self, request)  # embeddings, ranking, rerank (beameval.testserver.retrieval)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return json_response(200, _models(self.faults.config.models))
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return json_response(200, {**self.stats.snapshot(), "quota": self.quota.snapshot()})
+
+    async def _last_request(self, request: web.Request) -> web.Response:
+        return json_response(200, self.stats.last_request)
+
+    async def _config(self, request: web.Request) -> web.Response:
+        return json_response(200, self.faults.config.model_dump())
+
+    async def _configure(self, request: web.Request) -> web.Response:
         try:
-            patch = json.loads(raw or b"{}")
+            patch = json.loads(await request.read() or b"{}")
             if not isinstance(patch, dict):
                 raise ValueError("the body must be a JSON object")
             config = self.faults.configure(patch)
@@ -185,7 +199,8 @@ class StubServer:
             return json_response(400, error_body(400, str(exc)))
         return json_response(200, config.model_dump())
 
-    def _reset(self, raw: bytes) -> Response:
+    async def _reset(self, request: web.Request) -> web.Response:
+        raw = await request.read()
         try:
             options = json.loads(raw) if raw else {}
         except ValueError:
@@ -198,12 +213,16 @@ class StubServer:
         self.quota.reset()
         return json_response(200, {"ok": True})
 
-    async def _inference(self, kind: str, request: Request) -> Response | None:
+    async def _inference(self, request: web.Request) -> web.Response:
+        if request.method != "POST":
+            return json_response(405, error_body(405, "use POST"))
+        kind = _INFERENCE[request.path]
+        raw = await request.read()
         try:
-            body = json.loads(request.body) if request.body else {}
+            body = json.loads(raw) if raw else {}
         except ValueError:
             body = None
-        record = {"path": request.path, "method": request.method, "headers": request.headers, "body": body}
+        record = request_record(request, body)
         if not isinstance(body, dict):
             self.stats.arrived("", record)
             self.stats.answered(400)
@@ -239,7 +258,10 @@ class StubServer:
             self.quota.settle(config.quota, admission, response)
         finally:
             self.stats.leave()
-        self.stats.answered(response.status if response is not None else "reset")
+        if response is None:
+            self.stats.answered("reset")
+            return dropped(request)
+        self.stats.answered(response.status)
         return response
 
     def _answer_line(self, kind: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -249,11 +271,11 @@ class StubServer:
         if response is None:  # a reset has no reply: the provider reports it as a server error
             return 500, error_body(500, "the request was dropped")
         try:
-            return response.status, json.loads(response.body)
+            return response.status, json.loads(body_of(response))
         except ValueError:
             return 500, error_body(500, "the reply was not JSON")
 
-    def _act(self, kind: str, body: dict[str, Any], prompt: str, outcome: Outcome) -> Response | None:
+    def _act(self, kind: str, body: dict[str, Any], prompt: str, outcome: Outcome) -> web.Response | None:
         action = outcome.action
         if action == "reset":
             return None
@@ -262,7 +284,7 @@ class StubServer:
             message = f"injected fault: HTTP {status}"
             return json_response(status, error_body(status, message), _retry_headers(outcome.retry_after))
         if action == "malformed":
-            return Response(200, _MALFORMED)
+            return web.Response(body=_MALFORMED, content_type="application/json")
         rule = outcome.rule
         text = "" if action == "empty" else self.replier.text(prompt, rule)
         self._seq += 1
@@ -277,14 +299,3 @@ class StubServer:
         if rule is not None and rule.reply_fields:
             reply.update(rule.reply_fields)
         return json_response(200, reply)
-
-
-def abort_with_reset(writer: asyncio.StreamWriter) -> None:
-    """Drop the connection with a TCP reset and no response."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-    writer.transport.abort()

@@ -1,7 +1,6 @@
-"""The Files and Batch APIs' wire shapes as the test server writes and reads them.
+"""The Files and Batch APIs' wire shapes as the test server writes them.
 
-A batch's state and its JSON object, a file's object, an error-file line, and the fields
-of an upload's ``multipart/form-data`` body.
+A batch's state and its JSON object, a file's object and an error-file line.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BatchState", "batch_object", "error_line", "file_object", "multipart_fields"]
+__all__ = ["BatchState", "batch_object", "error_line", "file_object"]
 
 
 @dataclass
@@ -73,33 +72,3 @@ def batch_object(batch: BatchState) -> dict[str, Any]:
 def error_line(custom_id: str | None, response: Any, code: str, message: str) -> dict[str, Any]:
     """A line of a batch's error file."""
     return {"id": None, "custom_id": custom_id, "response": response, "error": {"code": code, "message": message}}
-
-
-def multipart_fields(content_type: str, body: bytes) -> dict[str, tuple[str, bytes]] | None:
-    """The fields of a ``multipart/form-data`` body: name -> (filename, bytes); None when it is not one."""
-    kind, _, params = content_type.partition(";")
-    if kind.strip().lower() != "multipart/form-data" or "boundary=" not in params:
-        return None
-    boundary = params.split("boundary=", 1)[1].split(";", 1)[0].strip().strip('"').encode()
-    fields: dict[str, tuple[str, bytes]] = {}
-    for part in body.split(b"--" + boundary)[1:]:
-        if part.startswith(b"--"):
-            break
-        head, sep, value = part.partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        disposition = next(
-            (
-                line
-                for line in head.decode("utf-8", "replace").split("\r\n")
-                if line.lower().startswith("content-disposition")
-            ),
-            "",
-        )
-        attrs = dict(
-            (k.strip(), v.strip().strip('"'))
-            for k, _, v in (item.partition("=") for item in disposition.split(";")[1:])
-        )
-        if "name" in attrs:
-            fields[attrs["name"]] = (attrs.get("filename", ""), value.removesuffix(b"\r\n"))
-    return fields

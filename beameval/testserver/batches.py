@@ -1,11 +1,12 @@
 """The Files and Batches endpoints of the stub server: OpenAI's Batch API, answered by the online reply logic.
 
-``POST /v1/files`` (multipart ``purpose=batch`` + ``file``), ``GET /v1/files`` (the most recent
-first, ``purpose``), ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``DELETE
-/v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches`` (the most recent first),
-``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; the same without ``/v1``. Both
-listings page as OpenAI's do: ``limit`` (default 20, at most 100) and ``after`` (the last
-id of the previous page), and say ``has_more``.
+``POST /v1/files`` (multipart ``purpose=batch`` + ``file``, read by aiohttp's multipart
+parser), ``GET /v1/files`` (the most recent first, ``purpose``), ``GET /v1/files/{id}``,
+``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``, ``POST /v1/batches``, ``GET
+/v1/batches`` (the most recent first), ``GET /v1/batches/{id}``, ``POST
+/v1/batches/{id}/cancel``; the same without ``/v1``: routes of the server's aiohttp.web
+application (``add_routes``). Both listings page as OpenAI's do: ``limit`` (default 20, at
+most 100) and ``after`` (the last id of the previous page), and say ``has_more``.
 A batch goes ``validating`` -> ``in_progress`` -> ``completed`` as time passes
 (``validating_s``, ``completion_s``), or ends ``failed``, ``expired`` or ``cancelled`` when
 ``BatchConfig.outcomes`` says so for it. When it completes, every line is answered by the
@@ -22,13 +23,13 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any, Literal
-from urllib.parse import parse_qs
 
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from beameval.testserver.batch_objects import BatchState, batch_object, error_line, file_object, multipart_fields
-from beameval.testserver.http11 import Request, Response, json_response
+from beameval.testserver.batch_objects import BatchState, batch_object, error_line, file_object
 from beameval.testserver.replies import error_body
+from beameval.testserver.wire import dropped, json_response
 
 __all__ = ["BatchConfig", "BatchService"]
 
@@ -97,50 +98,84 @@ class BatchService:
 
     @staticmethod
     def owns(path: str) -> bool:
-        """True for the paths this service answers."""
+        """True for the paths this service answers (one under ``/files`` or ``/batches`` without a route: its 404)."""
         bare = path[3:] if path.startswith("/v1/") else path
         return bare.startswith(("/files", "/batches")) or path == "/_batches"
 
-    def handle(self, request: Request) -> Response | None:
-        """Answer one Files, Batches or ``/_batches`` control request; None drops the connection (a lost reply)."""
-        if request.path == "/_batches":
-            return self._control(request)
-        parts = (request.path[3:] if request.path.startswith("/v1/") else request.path).strip("/").split("/")
-        route = (request.method, parts[0], len(parts))
-        if route in (("GET", "files", 1), ("GET", "batches", 1)):
-            return self._listing(parts[0], request.query)
-        if route == ("POST", "files", 1):
-            return self._upload(request)
-        if route == ("DELETE", "files", 2) and parts[1] in self.files:
-            del self.files[parts[1]]
-            return json_response(200, {"id": parts[1], "object": "file", "deleted": True})
-        if route == ("GET", "files", 2) and parts[1] in self.files:
-            purpose, name, content = self.files[parts[1]]
-            return json_response(200, file_object(parts[1], purpose, name, content))
-        if route == ("GET", "files", 3) and parts[2] == "content" and parts[1] in self.files:
-            self.counts["downloads"] += 1
-            return Response(200, self.files[parts[1]][2], content_type="application/jsonl")
-        if route == ("POST", "batches", 1):
-            return self._create(request.body)
-        if route[:2] == ("GET", "batches") and parts[1] in self.batches and len(parts) == 2:
-            self.counts["polls"] += 1
-            return json_response(200, self._advance(self.batches[parts[1]]))
-        if route == ("POST", "batches", 3) and parts[2] == "cancel" and parts[1] in self.batches:
-            batch = self.batches[parts[1]]
-            if batch.status not in ("completed", "failed", "expired", "cancelled"):
-                batch.cancel_requested = True
-                self.counts["cancels"] += 1
-            return json_response(200, self._advance(batch))
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        """Register the Files and Batches routes, with and without ``/v1``, and ``/_batches`` (any method)."""
+        router.add_route("*", "/_batches", self._control)
+        for prefix in ("/v1", ""):
+            for method, path, handler in (
+                ("GET", "/files", self._list_files),
+                ("POST", "/files", self._upload),
+                ("GET", "/files/{id}", self._file),
+                ("DELETE", "/files/{id}", self._delete),
+                ("GET", "/files/{id}/content", self._content),
+                ("GET", "/batches", self._list_batches),
+                ("POST", "/batches", self._create),
+                ("GET", "/batches/{id}", self._poll),
+                ("POST", "/batches/{id}/cancel", self._cancel),
+            ):
+                router.add_route(method, prefix + path, handler)
+
+    @staticmethod
+    def missing(request: web.BaseRequest) -> web.Response:
+        """The 404 of an unknown file or batch, or of a Files or Batches path or method without a route."""
         return json_response(404, error_body(404, f"no such file or batch: {request.method} {request.path}"))
 
-    def _listing(self, kind: str, query: str) -> Response:
+    async def _file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["id"]
+        if file_id not in self.files:
+            return self.missing(request)
+        return json_response(200, file_object(file_id, *self.files[file_id]))
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["id"]
+        if self.files.pop(file_id, None) is None:
+            return self.missing(request)
+        return json_response(200, {"id": file_id, "object": "file", "deleted": True})
+
+    async def _content(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["id"]
+        if file_id not in self.files:
+            return self.missing(request)
+        self.counts["downloads"] += 1
+        return web.Response(body=self.files[file_id][2], content_type="application/jsonl")
+
+    async def _poll(self, request: web.Request) -> web.Response:
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return self.missing(request)
+        self.counts["polls"] += 1
+        return json_response(200, self._advance(batch))
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        batch = self.batches.get(request.match_info["id"])
+        if batch is None:
+            return self.missing(request)
+        if batch.status not in ("completed", "failed", "expired", "cancelled"):
+            batch.cancel_requested = True
+            self.counts["cancels"] += 1
+        return json_response(200, self._advance(batch))
+
+    async def _list_files(self, request: web.Request) -> web.Response:
+        return self._listing("files", request)
+
+    async def _list_batches(self, request: web.Request) -> web.Response:
+        return self._listing("batches", request)
+
+    def _listing(self, kind: str, request: web.Request) -> web.Response:
         """One page of files or batches, the most recent first (OpenAI's ``limit``/``after``/``has_more``)."""
         self.counts["listings"] += 1
         if self.config.list_failures:
             self.config.list_failures -= 1
             return json_response(503, error_body(503, "injected fault: the listing is unavailable"))
-        args = {name: values[-1] for name, values in parse_qs(query).items()}
-        limit = min(max(int(args.get("limit", "20")), 1), 100)
+        args = {name: value for name, value in request.query.items() if value}  # a blank value: as if absent
+        try:
+            limit = min(max(int(args.get("limit", "20")), 1), 100)
+        except ValueError:
+            return json_response(400, error_body(400, f"limit must be an integer, got {args['limit']!r}"))
         if kind == "files":
             purpose = args.get("purpose")
             found = [
@@ -160,10 +195,12 @@ class BatchService:
             200, {"object": "list", "data": page, "first_id": first, "last_id": last, "has_more": more}
         )
 
-    def _control(self, request: Request) -> Response:
+    async def _control(self, request: web.Request) -> web.Response:
         if request.method == "POST":
             try:
-                patch = json.loads(request.body or b"{}")
+                patch = json.loads(await request.read() or b"{}")
+                if not isinstance(patch, dict):
+                    raise ValueError("the body must be a JSON object")
                 for batch_id in patch.pop("forget_batches", []):  # the provider no longer has them: 404
                     self.batches.pop(batch_id, None)
                 if patch.pop("finish_existing", False):  # the batches created so far end at their next poll
@@ -186,25 +223,30 @@ class BatchService:
             },
         )
 
-    def _upload(self, request: Request) -> Response | None:
-        fields = multipart_fields(request.headers.get("content-type", ""), request.body)
-        if fields is None or "file" not in fields:
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Store the ``file`` of a ``multipart/form-data`` body, parsed by aiohttp's multipart reader."""
+        try:
+            form = await request.post() if request.content_type == "multipart/form-data" else None
+        except ValueError:  # a body aiohttp's reader cannot frame (no boundary, no closing delimiter)
+            form = None
+        upload = form.get("file") if form is not None else None
+        if form is None or not isinstance(upload, web.FileField):
             return json_response(400, error_body(400, "expected multipart/form-data with 'purpose' and 'file'"))
-        purpose = fields.get("purpose", ("", b""))[1].decode("utf-8", "replace")
+        purpose = form.get("purpose", "")
         if purpose != "batch":
             return json_response(400, error_body(400, f"purpose must be 'batch', got {purpose!r}"))
-        name, content = fields["file"]
+        content = upload.file.read()
         file_id = f"file-{next(self._ids):06d}"
-        self.files[file_id] = (purpose, name, content)
+        self.files[file_id] = (purpose, upload.filename, content)
         self.counts["files_uploaded"] += 1
         if self.config.lose_uploads:
             self.config.lose_uploads -= 1
-            return None
-        return json_response(200, file_object(file_id, purpose, name, content))
+            return dropped(request)
+        return json_response(200, file_object(file_id, purpose, upload.filename, content))
 
-    def _create(self, raw: bytes) -> Response | None:
+    async def _create(self, request: web.Request) -> web.Response:
         try:
-            body = json.loads(raw)
+            body = json.loads(await request.read())
         except ValueError:
             body = None
         if not isinstance(body, dict):
@@ -230,7 +272,7 @@ class BatchService:
         self.counts["batches_created"] += 1
         if self.config.lose_creates:
             self.config.lose_creates -= 1
-            return None
+            return dropped(request)
         return json_response(200, self._advance(batch))
 
     def _lines(self, batch: BatchState) -> list[bytes]:

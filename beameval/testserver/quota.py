@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from beameval.testserver.http11 import Response, json_response
+from beameval.testserver.wire import body_of, json_response
 
 __all__ = ["ProviderQuota", "QuotaConfig", "go_duration"]
 
@@ -91,7 +92,7 @@ class _Bucket:
 class Admission:
     """A request's pass through the quota: the 429 to send instead, or the tokens charged."""
 
-    refusal: Response | None
+    refusal: web.Response | None
     charged: int
 
 
@@ -156,14 +157,14 @@ class ProviderQuota:
         self._second(now)[0] += 1
         return Admission(None, estimate)
 
-    def settle(self, config: QuotaConfig | None, admission: Admission, response: Response | None) -> None:
+    def settle(self, config: QuotaConfig | None, admission: Admission, response: web.Response | None) -> None:
         """Replace the estimate with the reply's usage and add the headers to the reply."""
         if config is None or response is None:
             return
         used = 0
         if 200 <= response.status < 300:
             try:
-                usage = json.loads(response.body).get("usage") or {}
+                usage = json.loads(body_of(response)).get("usage") or {}
                 used = int(usage.get("total_tokens", 0))
             except (ValueError, AttributeError, TypeError):
                 used = 0
@@ -172,7 +173,7 @@ class ProviderQuota:
             self._tokens.level = min(self._tokens.capacity, self._tokens.level - (used - admission.charged))
         self._second(time.monotonic())[1] += used
         if config.headers or config.header_values:
-            response.headers = {**(response.headers or {}), **self.headers()}
+            response.headers.update(self.headers())
 
     def headers(self) -> dict[str, str]:
         """The ``x-ratelimit-*`` headers of the buckets now (none unless ``headers: true``), then ``header_values``."""

@@ -27,8 +27,10 @@ import re
 import zlib
 from typing import Any
 
-from beameval.testserver.http11 import Request, Response, json_response
+from aiohttp import web
+
 from beameval.testserver.replies import error_body
+from beameval.testserver.wire import json_response, request_record
 
 __all__ = ["ROUTES", "embed", "rank_score", "retrieval_reply", "tokens"]
 
@@ -110,21 +112,19 @@ def _usage(count: int) -> dict[str, int]:
     return {"prompt_tokens": count, "total_tokens": count}
 
 
-async def retrieval_reply(server: Any, request: Request) -> Response:
+async def retrieval_reply(server: Any, request: web.Request) -> web.Response:
     """Answer a retrieval route (``ROUTES``) for ``server`` (the ``StubServer``: its faults and stats).
 
-    The key check, the counters and the faults come first, then the reply.
+    The server checks the key first; then the method, the counters and the faults, then the reply.
     """
-    api_key = server.faults.config.api_key
-    if api_key and request.headers.get("authorization") != f"Bearer {api_key}":
-        return json_response(401, error_body(401, "invalid API key"))
     if request.method != "POST":
         return json_response(405, error_body(405, "use POST"))
+    raw = await request.read()
     try:
-        body = json.loads(request.body) if request.body else None
+        body = json.loads(raw) if raw else None
     except ValueError:
         body = None
-    record = {"path": request.path, "method": request.method, "headers": request.headers, "body": body}
+    record = request_record(request, body)
     if not isinstance(body, dict):
         server.stats.arrived("", record)
         server.stats.answered(400)

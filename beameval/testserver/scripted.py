@@ -1,9 +1,10 @@
 """A raw scripted HTTP server for client protocol tests: the n-th request gets the n-th canned bytes.
 
-The OpenAI-compatible server (``beameval.testserver.app``) always speaks well-formed HTTP; a client's
-parser also needs chunk extensions, replies split into single bytes, interim ``1xx``
-replies, early closes, resets and plainly malformed framing. This server writes exactly
-the bytes a test gives it, on 127.0.0.1, and records what the client sent.
+The OpenAI-compatible server (``beameval.testserver.app``, on aiohttp.web) always speaks
+well-formed HTTP; a client's parser also needs chunk extensions, replies split into single
+bytes, interim ``1xx`` replies, early closes, resets and plainly malformed framing. This
+server writes exactly the bytes a test gives it, on 127.0.0.1, and records what the
+client sent: the project's one hand-framed HTTP server, kept for deliberately broken HTTP.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from beameval.testserver.app import abort_with_reset
 from beameval.testserver.loopback import HOST, LoopbackServer
+from beameval.testserver.wire import abort_with_reset
 
 __all__ = ["HOST", "ScriptedServer", "Seen", "Step", "reply"]
 
@@ -143,7 +144,7 @@ class ScriptedServer(LoopbackServer):
                 if step.then == "close":
                     return
                 if step.then == "reset":
-                    abort_with_reset(writer)
+                    abort_with_reset(writer.transport)
                     return
                 if step.then == "hang":
                     await reader.read()  # until the client gives up and closes

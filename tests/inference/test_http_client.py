@@ -7,6 +7,7 @@ on the wire; the proxy is our own forwarding proxy on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import email
 import gzip
 import json
 import random
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import aiohttp
 import pytest
 import trustme
 
@@ -83,6 +85,33 @@ def test_plain_round_trip_sends_json_and_default_headers(no_proxy_env: pytest.Mo
             assert seen.header("authorization") == ["Bearer k"]
             assert seen.header("content-type") == ["application/json"]
             assert seen.body == b'{"a": 1}'
+
+    run(main)
+
+
+def test_a_form_is_multipart_whatever_the_default_and_request_headers_say(no_proxy_env: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        async with ScriptedServer([Step(reply(200, OK))]) as server:
+            client = HttpClient(1, 5.0, {"Content-Type": "application/json"})
+            form = aiohttp.FormData(quote_fields=False)
+            form.add_field("purpose", "batch")
+            form.add_field("file", b'{"a": 1}\n', filename='in "1".jsonl', content_type="application/jsonl")
+            try:
+                await client.request("POST", server.url("/v1/files"), content=form, headers={"content-type": "x/y"})
+            finally:
+                await client.aclose()
+            seen = server.requests[0]
+            (content_type,) = seen.header("content-type")
+            assert content_type.startswith("multipart/form-data; boundary=")
+            assert seen.header("content-length") == [str(len(seen.body))]
+            # Read back by the standard library's MIME parser, independent of aiohttp's own.
+            message = email.message_from_bytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + seen.body)
+            parts = [(p.get_param("name", header="content-disposition"), p) for p in message.get_payload()]
+            assert [name for name, _ in parts] == ["purpose", "file"]
+            assert parts[0][1].get_payload(decode=True) == b"batch"
+            assert parts[1][1].get_filename() == 'in "1".jsonl'
+            assert parts[1][1].get_content_type() == "application/jsonl"
+            assert parts[1][1].get_payload(decode=True) == b'{"a": 1}\n'
 
     run(main)
 

@@ -296,12 +296,52 @@ def _raw_exchange(port: int, payload: bytes) -> bytes:
 
 def test_raw_http_pipelining_close_and_chunked(clean_server: ServerProcess) -> None:
     body = json.dumps({"prompt": "raw"}).encode()
-    request = b"POST /v1/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-    closing = b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n"
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    closing = b"GET /v1/models HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
     wire = _raw_exchange(clean_server.port, request + request + closing)  # clean_server closes after the third
     assert wire.count(b"HTTP/1.1 200 OK") == 3
     assert wire.count(b'"text":"raw"') == 2
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in (body[:5], body[5:])) + b"0\r\n\r\n"
     chunked = _raw_exchange(
-        clean_server.port, b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        clean_server.port,
+        b"POST /v1/completions HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunks,
     )
-    assert chunked.startswith(b"HTTP/1.1 501 ")
+    assert chunked.startswith(b"HTTP/1.1 200 OK") and b'"text":"raw"' in chunked
+    too_long = b"GET /v1/models HTTP/1.1\r\nHost: h\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n"
+    for bad in (b"NOT HTTP AT ALL\r\n\r\n", b"GET /v1/models HTTP/1.1\r\n\r\n", too_long):  # no Host; 8190 max
+        assert b" 400 Bad Request\r\n" in _raw_exchange(clean_server.port, bad).split(b"\r\n", 1)[0] + b"\r\n"
+    assert "Traceback" not in clean_server.stderr()  # nothing per request, bad ones included
+
+
+def test_files_api_reads_any_clients_multipart(clean_server: ServerProcess, client: httpx.Client) -> None:
+    content = b'{"custom_id": "a"}\n'
+    name = "in spaces + plus.jsonl"
+    made = client.post("/files", data={"purpose": "batch"}, files={"file": (name, content, "application/jsonl")})
+    assert made.status_code == 200, made.text
+    file = made.json()
+    assert (file["filename"], file["bytes"], file["purpose"]) == (name, len(content), "batch")
+    assert client.get(f"/files/{file['id']}/content").content == content
+    wrong = client.post("/files", data={"purpose": "fine-tune"}, files={"file": ("x.jsonl", content)})
+    assert wrong.status_code == 400 and "purpose must be 'batch'" in wrong.json()["error"]["message"]
+    assert client.post("/files", json={"purpose": "batch"}).status_code == 400
+    no_file = client.post("/files", files={"purpose": (None, "batch")})
+    assert no_file.status_code == 400
+    assert client.get("/files/file-missing").status_code == 404
+    assert client.delete(f"/files/{file['id']}").json()["deleted"] is True
+    assert client.get(f"/files/{file['id']}/content").status_code == 404
+    assert clean_server.stats()["not_found"] == {}  # the Files API's 404s are its own, not unknown routes
+
+
+def test_api_key_guards_the_apis_but_not_the_control_routes(clean_server: ServerProcess, client: httpx.Client) -> None:
+    clean_server.configure(api_key="sk-test")
+    for method, path in (
+        ("POST", "/chat/completions"),
+        ("POST", "/models"),
+        ("GET", "/files"),
+        ("POST", "/embeddings"),
+    ):
+        assert client.request(method, path, json={}).status_code == 401, (method, path)
+    assert client.get("/models", headers={"Authorization": "Bearer sk-test"}).status_code == 200
+    assert client.get("/files", headers={"Authorization": "Bearer sk-test"}).json()["data"] == []
+    assert httpx.get(f"{clean_server.root_url}/_batches", trust_env=False).status_code == 200
+    assert clean_server.stats()["requests"] == 0

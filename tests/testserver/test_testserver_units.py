@@ -1,8 +1,7 @@
-"""Unit tests of the stub server's pure parts: prompt extraction, replies, fault decisions, framing."""
+"""Unit tests of the stub server's pure parts: prompt extraction, replies, fault decisions, responses."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -11,8 +10,8 @@ from pydantic import ValidationError
 
 from beameval.testserver.app import format_retry_after
 from beameval.testserver.faults import FaultConfig, FaultInjector, Rule
-from beameval.testserver.http11 import BadRequest, Response, read_request
 from beameval.testserver.replies import UNKNOWN_ANSWER, Replier, chat_response, prompt_text, usage
+from beameval.testserver.wire import json_response
 
 
 def test_prompt_text_chat_takes_last_user_message() -> None:
@@ -133,38 +132,10 @@ def test_format_retry_after() -> None:
     assert format_retry_after(0) == "0"
 
 
-def test_response_encoding() -> None:
-    wire = Response(429, b"{}", {"Retry-After": "1"}).encode(keep_alive=False)
-    head, body = wire.split(b"\r\n\r\n")
-    assert head.split(b"\r\n")[0] == b"HTTP/1.1 429 Too Many Requests"
-    assert b"Content-Length: 2" in head and b"Connection: close" in head and b"Retry-After: 1" in head
-    assert body == b"{}"
-
-
-def _parse(raw: bytes) -> object:
-    async def run() -> object:
-        reader = asyncio.StreamReader()
-        reader.feed_data(raw)
-        reader.feed_eof()
-        return await read_request(reader)
-
-    return asyncio.run(run())
-
-
-def test_read_request_framing() -> None:
-    request = _parse(b"POST /v1/x?y=1 HTTP/1.1\r\nContent-Length: 2\r\nX-A: b\r\n\r\n{}")
-    assert request is not None
-    assert (request.method, request.path, request.body, request.keep_alive) == ("POST", "/v1/x", b"{}", True)
-    assert request.headers["x-a"] == "b"
-    assert _parse(b"GET / HTTP/1.0\r\n\r\n").keep_alive is False
-    assert _parse(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive is False
-    assert _parse(b"") is None
-    with pytest.raises(BadRequest) as info:
-        _parse(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
-    assert info.value.status == 501
-    with pytest.raises(BadRequest) as info:
-        _parse(b"garbage\r\n\r\n")
-    assert info.value.status == 400
+def test_json_response_is_compact_with_its_headers() -> None:
+    response = json_response(429, {"a": [1, 2]}, {"Retry-After": "1"})
+    assert (response.status, response.content_type, response.headers["Retry-After"]) == (429, "application/json", "1")
+    assert response.body == b'{"a":[1,2]}'
 
 
 def test_stats_busy_window_spans_first_request_to_last_answer() -> None:

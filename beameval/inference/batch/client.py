@@ -4,7 +4,8 @@
 {base}/batches`` (``input_file_id``, ``endpoint``, ``completion_window: "24h"``), ``GET
 {base}/batches/{id}``, ``GET {base}/files/{id}/content``, ``POST {base}/batches/{id}/cancel``,
 and the listings ``GET {base}/batches`` and ``GET {base}/files?purpose=batch``, read page
-by page (``limit=100``, ``after``) until ``has_more`` is false.
+by page (``limit=100``, ``after``) until ``has_more`` is false. The upload's multipart body
+is aiohttp's (``aiohttp.FormData``), not framed here.
 ``base`` is the model URL's base (``http://host/v1``; Azure OpenAI's ``https://R.openai.azure.com/openai/v1``),
 and its query string (Azure's ``api-version``) goes on every call. Failures are classified
 by ``beameval.inference.classify`` as online calls are: a retryable one (429, 5xx, a
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
+
+import aiohttp
 
 from beameval.inference.classify import Failure, classify
 from beameval.inference.http_client import HttpClient, HttpReply
@@ -41,7 +43,7 @@ class _Call(NamedTuple):
     method: str
     path: str
     what: str
-    content: bytes | None = None
+    content: bytes | Callable[[], aiohttp.FormData] | None = None  # a form is built afresh for each attempt
     headers: Mapping[str, str] | None = None  # None: the endpoint's own headers
     query: str = ""  # added to the model URL's query string
 
@@ -108,24 +110,21 @@ class BatchClient:
 
         ``filename`` must be unique: it is how a file whose upload reply was lost is found again.
         """
-        boundary = f"beameval-{uuid.uuid4().hex}"
-        body = b"".join(
-            (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'.encode(),
-                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'.encode(),
-                b"Content-Type: application/jsonl\r\n\r\n",
-                content,
-                f"\r\n--{boundary}--\r\n".encode(),
-            )
-        )
-        headers = {**self._headers, "Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+        def form() -> aiohttp.FormData:
+            # quote_fields=False: the name goes out as written (aiohttp would percent-encode it), since
+            # the listing is searched for exactly this name when the reply is lost.
+            built = aiohttp.FormData(quote_fields=False)
+            built.add_field("purpose", "batch")
+            built.add_field("file", content, filename=filename, content_type="application/jsonl")
+            return built
 
         async def made() -> dict[str, Any] | None:
             return await self._first(
                 "/files", "listing files", lambda f: f.get("filename") == filename and f.get("bytes") == len(content)
             )
 
-        call = _Call("POST", "/files", "uploading the batch input file", body, headers)
+        call = _Call("POST", "/files", "uploading the batch input file", form)
         return str((await self._create(call, made))["id"])
 
     async def create(self, file_id: str, endpoint: str, metadata: Mapping[str, str]) -> dict[str, Any]:
@@ -210,7 +209,8 @@ class BatchClient:
         url = self._url(call.path, call.query)
         headers = self._headers if call.headers is None else call.headers
         try:
-            reply = await self._http.request(call.method, url, content=call.content, headers=headers)
+            content = call.content() if callable(call.content) else call.content
+            reply = await self._http.request(call.method, url, content=content, headers=headers)
         except Exception as exc:  # noqa: BLE001 - classified like an online call; cancellation propagates
             return _Failed(classify(exc, url=url, secrets=self._secrets), None)
         if 200 <= reply.status_code < 300:
