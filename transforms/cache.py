@@ -47,6 +47,7 @@ from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
 from transforms.row_batches import RowBatch
 from transforms.store_join import BatchByBucket, JoinStored
+from transforms.worker_gc import freeze_startup_heap
 
 __all__ = [
     "STORED",
@@ -147,6 +148,8 @@ _REQUEST = _ROW_FIELDS.index("request")
 #: A hit keeps the fields before ``prompt`` (the prompt is only needed to send the request).
 _HIT_FIELDS = _ROW_FIELDS.index("prompt")
 
+#: A row keyed for the join: ``(raw key or None, (request_hash or None, the row's fields))``.
+_Keyed = tuple[bytes | None, tuple[str | None, tuple[Any, ...]]]
 _Joined = tuple[tuple[str | None, tuple[Any, ...]], StoredResponse | None]
 #: A hit on its way past generation: ``(request_hash, parsed reply, the row's fields up to its prompt)``.
 _Hit = tuple[str, dict[str, Any], tuple[Any, ...]]
@@ -179,17 +182,25 @@ class _TargetRequests(beam.DoFn):
         config = self._config
         assert config.target is not None
         self._handler = make_handler(config.target, config.params, None)  # builds and parses only: no key needed
+        # Every row of the run passes here, in a stage that runs before scoring's (which would freeze it too).
+        freeze_startup_heap()
 
 
 class KeyRequests(_TargetRequests):
-    """InputRow -> ``(raw key, (request_hash, row's fields))``.
+    """InputRow -> ``(raw key, (request_hash, row's fields))``; a ``RowBatch`` of rows -> one ``RowBatch`` of those.
 
     A row with no request (it failed to read, its prompt did not render) gets the key
     None, which no stored entry has, so it comes out of the join as a miss and
     ``GenerateSamples`` reports it as it always does: no second path is needed.
     """
 
-    def process(self, row: InputRow) -> Iterator[tuple[bytes | None, tuple[str | None, tuple[Any, ...]]]]:
+    def process(self, element: InputRow | RowBatch) -> Iterator[_Keyed | RowBatch]:
+        if isinstance(element, list):  # a batch stays one element: Beam's hand-over is paid once for its rows
+            yield RowBatch([self._keyed(row) for row in element])
+        else:
+            yield self._keyed(element)
+
+    def _keyed(self, row: InputRow) -> _Keyed:
         if row.failure is None and row.item is not None:
             try:
                 key, digest, content = _keyed(target_request(self._handler, row))
@@ -197,9 +208,8 @@ class KeyRequests(_TargetRequests):
                 pass
             else:
                 fields = _row_fields(row)  # with the request as sent (the rows/ column), the input left as it is
-                yield key, (digest, (*fields[:_REQUEST], content.decode("utf-8"), *fields[_REQUEST + 1 :]))
-                return
-        yield None, (None, _row_fields(row))
+                return key, (digest, (*fields[:_REQUEST], content.decode("utf-8"), *fields[_REQUEST + 1 :]))
+        return None, (None, _row_fields(row))
 
 
 class AnswerFromStore(_TargetRequests):
@@ -264,19 +274,24 @@ class LookupResponses(beam.PTransform):
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
         batched: the hits travel in lists (every stage after generation takes row batches).
+        rows_in_batches: the rows arrive as ``RowBatch`` lists and are keyed a batch at a time.
     """
 
-    def __init__(self, config: EvalConfig, stored: beam.PCollection[Any], batched: bool = False) -> None:
+    def __init__(
+        self, config: EvalConfig, stored: beam.PCollection[Any], batched: bool = False, rows_in_batches: bool = False
+    ) -> None:
         super().__init__()
         self._config = config
         self._stored = stored
         self._batched = batched
+        self._rows_in_batches = rows_in_batches
 
     def expand(self, rows: beam.PCollection[InputRow]) -> Any:
         answer = beam.ParDo(AnswerFromStore(self._config))
+        key = beam.ParDo(KeyRequests(self._config))
         return (
             rows
-            | "KeyRequests" >> beam.ParDo(KeyRequests(self._config))
+            | "KeyRequests" >> (key.with_output_types(RowBatch) if self._rows_in_batches else key)
             | "Batch" >> beam.ParDo(BatchByBucket())
             | "JoinResponses" >> JoinStored(self._stored, self._batched)
             | "AnswerFromStore" >> (answer.with_outputs(STORED, main="misses") if self._batched else answer)

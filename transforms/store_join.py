@@ -155,23 +155,27 @@ class ReadResponses(beam.PTransform):
 
 
 class BatchByBucket(beam.DoFn):
-    """``(raw key or None, value)`` -> ``(bucket, request batch)``, flushed every ``FLUSH_AT`` and at bundle end.
+    """``(raw key or None, value)``, or a list of them -> ``(bucket, request batch)``.
 
-    A None key (a row with no request) never hits; it is spread by its position in the
-    bundle so that it still comes out of the join, as a miss.
+    Batches are flushed every ``FLUSH_AT`` pairs and at bundle end. A None key (a row with
+    no request) never hits; it is spread by its position in the bundle so that it still
+    comes out of the join, as a miss.
     """
 
     def start_bundle(self) -> None:
         self._buffers: list[list[tuple[bytes | None, Any]]] = [[] for _ in range(BUCKETS)]
         self._held = 0
 
-    def process(self, keyed: tuple[bytes | None, Any]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
-        key = keyed[0]
-        bucket = bucket_of(key, BUCKETS) if key is not None else self._held % BUCKETS
-        self._buffers[bucket].append(keyed)
-        self._held += 1
-        if self._held >= FLUSH_AT:
-            yield from self._flush()
+    def process(
+        self, element: tuple[bytes | None, Any] | list[tuple[bytes | None, Any]]
+    ) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+        buffers = self._buffers
+        for keyed in element if isinstance(element, list) else (element,):
+            key = keyed[0]
+            buffers[bucket_of(key, BUCKETS) if key is not None else self._held % BUCKETS].append(keyed)
+            self._held += 1
+            if self._held >= FLUSH_AT:
+                yield from self._flush()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for batch in self._flush():
