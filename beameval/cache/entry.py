@@ -157,10 +157,17 @@ def decode_entry(line: bytes | str) -> StoredResponse | None:
     return _parse(line.encode("utf-8") if isinstance(line, str) else line)
 
 
+#: ``json.loads`` with its defaults, built once.
+_DECODER = json.JSONDecoder()
+
+
 def _parse(line: bytes) -> StoredResponse | None:
     try:
-        data = json.loads(line)
-    except ValueError:
+        if line.startswith(_PREFIX):  # ASCII first: UTF-8, as json.loads would detect it, without the detection
+            data = _DECODER.decode(line.decode("utf-8", "surrogatepass"))
+        else:
+            data = json.loads(line)
+    except ValueError:  # UnicodeDecodeError included
         return None
     if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
         return None
