@@ -77,3 +77,26 @@ def test_a_cached_rerun_in_mixed_batches_writes_the_fresh_rows_and_sends_each_mi
             assert (after["cached"], after["attempts"]) == (before["cached"], before["attempts"]), before["row_index"]
     assert len(fresh.errors) == 1 and cached.errors == fresh.errors  # the row whose prompt does not render
     assert cached.results["aggregate_scores"] == fresh.results["aggregate_scores"]
+
+
+def test_repeated_samples_read_in_batches_are_each_answered_from_the_store(
+    clean_server, model_target, write_jsonl, run_eval, tmp_path, monkeypatch
+):
+    rows = DATA[:10]
+    config = config_for(write_jsonl(rows), model_target())
+    config = dict(config, params={**config["params"], "repeats": 2}, cache={"path": str(tmp_path / "store")})
+    first = run_eval(config)
+    assert first.code == 0, first.stderr
+    assert clean_server.stats()["requests"] == 2 * len(rows)
+
+    monkeypatch.setattr(pipeline.graph, "OFFLINE_BATCH_ROWS", 3)  # batches of 3 rows, 6 samples once repeated
+    clean_server.reset()
+    second = run_eval(config)
+    assert second.code == 0, second.stderr
+    assert clean_server.stats()["requests"] == 0
+    assert second.results["usage"]["cache"] == {"hits": 2 * len(rows), "misses": 0}
+    order = [(row["row_index"], row["sample_index"]) for row in second.rows]
+    assert sorted(order) == [(i, k) for i in range(len(rows)) for k in range(2)]
+    by_sample = {(row["row_index"], row["sample_index"]): written(row) for row in first.rows}
+    assert all(written(row) == by_sample[row["row_index"], row["sample_index"]] for row in second.rows)
+    assert all(row["cached"] and row["attempts"] == 0 for row in second.rows)
