@@ -67,10 +67,11 @@ def build_graph(
             (``pipeline.first_answer.HandOff``): ``GenerateSamples`` answers that row with it.
         wave: ``--decide``'s filter (``transforms.decide.MarkDecided``): rows outside the waves so far are skipped.
     """
-    read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if _scores_offline(config) else None)
-    samples = _read(pipeline, config, read)
+    in_batches = _scores_offline(config) or _hits_in_batches(config, stored_shards)
+    read = ReadRows(paths, config.dataset.format, limit, OFFLINE_BATCH_ROWS if in_batches else None)
+    samples = _read(pipeline, config, read, in_batches)
     if wave is not None:
-        samples = samples | "DecideWave" >> beam.Map(wave)
+        samples = samples | "DecideWave" >> _each_row(wave, in_batches)
     scored = _evaluate(read.fingerprints, samples, config, output, run_id, stored_shards, stage, handed)
     _progress(pipeline, scored, run_id, read, limit)
 
@@ -133,7 +134,7 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
         fingerprints, samples = inputs
         branch = self._branch
         if branch.wave is not None:
-            samples = samples | "DecideWave" >> beam.Map(branch.wave)
+            samples = samples | "DecideWave" >> _each_row(branch.wave, in_batches=False)
         return _evaluate(
             fingerprints,
             samples,
@@ -148,18 +149,22 @@ class _Branch(beam.PTransform):  # type: ignore[misc]
         )
 
 
-def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows) -> beam.PCollection:
+def _read(pipeline: beam.Pipeline, config: EvalConfig, read: ReadRows, in_batches: bool = False) -> beam.PCollection:
     """The samples to evaluate: the rows as read, each K times with ``params.repeats``.
 
     With ``targets:`` each row's prompt is rendered here, once for every target and sample
-    (a single-target run renders in :func:`_to_send`, after the spread).
+    (a single-target run renders in :func:`_to_send`, after the spread). ``in_batches``: the
+    read gives ``RowBatch`` elements (``transforms.row_batches``), and so does every step here.
     """
     rows = pipeline | "ReadRows" >> read
     if config.targets:
         rows = rows | "RenderPrompts" >> _render(config)
     repeats = config.params.repeats
+    if repeats == 1:
+        return rows
     # params.repeats: each row becomes K samples (sample_index 0..K-1) before anything is sent or looked up.
-    return rows if repeats == 1 else rows | "RepeatRows" >> beam.FlatMap(repeat_row, repeats)
+    repeat = beam.FlatMap(repeat_row, repeats)
+    return rows | "RepeatRows" >> (repeat.with_output_types(RowBatch) if in_batches else repeat)
 
 
 def _evaluate(
@@ -190,7 +195,7 @@ def _evaluate(
         generated = samples | "Retrieve" >> Retrieve(config, run_id, journal, stored)
     elif config.target is not None:
         # The store's hits travel in row batches when every stage after the join takes them (as offline rows do).
-        in_batches = stored is not None and not metric_calls and not uses_batch_mode(config)
+        in_batches = _hits_in_batches(config, stored_shards)
         to_send = _to_send(samples, config, stored, rendered, in_batches)
         # A checkpoint after the paid calls: a later stage that fails (or a lost worker) never runs them again.
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
@@ -244,6 +249,28 @@ def _scores_offline(config: EvalConfig) -> bool:
     return config.target is None and not needs_metric_calls(config.metrics)
 
 
+def _hits_in_batches(config: EvalConfig, stored_shards: Sequence[str] | None) -> bool:
+    """A target's run that joins the store, and whose every stage after the join takes row batches.
+
+    Its rows are read in batches too (a single-target run), and stay in them through
+    rendering, keying and the join: Beam's hand-over of an element is paid once a batch.
+    """
+    return (
+        stored_shards is not None
+        and config.target is not None
+        and config.target.retrieval is None
+        and not needs_metric_calls(config.metrics)
+        and not uses_batch_mode(config)
+    )
+
+
+def _each_row(step: Callable[[InputRow], InputRow], in_batches: bool) -> beam.PTransform:
+    """``step`` on every row, whether the elements are rows or (``in_batches``) ``RowBatch`` lists of them."""
+    if not in_batches:
+        return beam.Map(step)
+    return beam.Map(lambda batch: RowBatch(map(step, batch))).with_output_types(RowBatch)
+
+
 def _to_send(
     samples: beam.PCollection, config: EvalConfig, stored: beam.PCollection | None, rendered: bool, in_batches: bool
 ) -> Any:
@@ -260,12 +287,15 @@ def _to_send(
     if stored is None:  # batch mode spreads its requests over its own keys: no second shuffle of every row
         spread = samples if uses_batch_mode(config) else samples | "SpreadRows" >> SpreadRows()
         return spread if rendered else spread | "RenderPrompts" >> _render(config)
-    keyed = samples if rendered else samples | "RenderPrompts" >> _render(config)
-    return keyed | "LookupResponses" >> LookupResponses(config, stored, in_batches)
+    keyed = samples if rendered else samples | "RenderPrompts" >> _render(config, in_batches)
+    lookup = LookupResponses(config, stored, in_batches, rows_in_batches=in_batches and not rendered)
+    return keyed | "LookupResponses" >> lookup
 
 
-def _render(config: EvalConfig) -> beam.ParDo:
-    return beam.ParDo(RenderPrompts(config.prompt_template))
+def _render(config: EvalConfig, in_batches: bool = False) -> beam.ParDo:
+    """``RenderPrompts``; ``in_batches``: its elements are ``RowBatch`` lists (``transforms.row_batches``)."""
+    render = beam.ParDo(RenderPrompts(config.prompt_template))
+    return render.with_output_types(RowBatch) if in_batches else render
 
 
 def _progress(

@@ -22,12 +22,17 @@ from beameval.core.prompt import render_prompt
 from beameval.core.records import InputRow
 from beameval.core.templates import Template
 from transforms import NAMESPACE
+from transforms.row_batches import RowBatch
+from transforms.worker_gc import freeze_startup_heap
 
 __all__ = ["RenderPrompts"]
 
 
 class RenderPrompts(beam.DoFn):
     """InputRow -> the same row with ``prompt`` (or ``prompt_error``) set; unreadable rows pass unchanged.
+
+    A ``RowBatch`` (a run answered from the response store reads its rows in batches,
+    ``transforms.row_batches``) gives one batch of the rendered rows.
 
     Counts ``prompts_rendered``: the template renders, failures included (once per row with ``targets:``,
     once per sample in a single-target run).
@@ -39,11 +44,18 @@ class RenderPrompts(beam.DoFn):
     def setup(self) -> None:
         self._template = Template(self._source, "prompt_template") if self._source else None
         self._rendered = Metrics.counter(NAMESPACE, "prompts_rendered")
+        freeze_startup_heap()  # every row passes here, in the first stage after the read
 
-    def process(self, row: InputRow) -> Iterator[InputRow]:
+    def process(self, element: InputRow | RowBatch) -> Iterator[InputRow | RowBatch]:
+        rows = element if isinstance(element, list) else (element,)
+        rendered = [self._render(row) for row in rows]
+        if self._template is not None:  # one counter update per element: a batch's renders together
+            count = sum(1 for row in rows if row.failure is None and row.item is not None)
+            if count:
+                self._rendered.inc(count)
+        yield RowBatch(rendered) if isinstance(element, list) else rendered[0]
+
+    def _render(self, row: InputRow) -> InputRow:
         if row.failure is not None or row.item is None:
-            yield row
-            return
-        if self._template is not None:
-            self._rendered.inc()
-        yield render_prompt(self._template, row)
+            return row
+        return render_prompt(self._template, row)

@@ -20,7 +20,6 @@ text), and cost one object each. Nothing is loaded whole anywhere: a bucket hold
 from __future__ import annotations
 
 import pickle
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -29,7 +28,16 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beameval.cache.entry import StoredResponse, bucket_of, choose, iter_lines, line_key, pack_lines
+from beameval.cache.entry import (
+    StoredResponse,
+    bucket_of,
+    choose,
+    iter_lines,
+    line_key,
+    pack_bytes,
+    pack_lines,
+    unpack_bytes,
+)
 from beameval.cache.entry import wanted_lines as find_lines
 from beameval.cache.store import SHARD_PATTERN, successors
 
@@ -155,23 +163,27 @@ class ReadResponses(beam.PTransform):
 
 
 class BatchByBucket(beam.DoFn):
-    """``(raw key or None, value)`` -> ``(bucket, request batch)``, flushed every ``FLUSH_AT`` and at bundle end.
+    """``(raw key or None, value)``, or a list of them -> ``(bucket, request batch)``.
 
-    A None key (a row with no request) never hits; it is spread by its position in the
-    bundle so that it still comes out of the join, as a miss.
+    Batches are flushed every ``FLUSH_AT`` pairs and at bundle end. A None key (a row with
+    no request) never hits; it is spread by its position in the bundle so that it still
+    comes out of the join, as a miss.
     """
 
     def start_bundle(self) -> None:
         self._buffers: list[list[tuple[bytes | None, Any]]] = [[] for _ in range(BUCKETS)]
         self._held = 0
 
-    def process(self, keyed: tuple[bytes | None, Any]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
-        key = keyed[0]
-        bucket = bucket_of(key, BUCKETS) if key is not None else self._held % BUCKETS
-        self._buffers[bucket].append(keyed)
-        self._held += 1
-        if self._held >= FLUSH_AT:
-            yield from self._flush()
+    def process(
+        self, element: tuple[bytes | None, Any] | list[tuple[bytes | None, Any]]
+    ) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+        buffers = self._buffers
+        for keyed in element if isinstance(element, list) else (element,):
+            key = keyed[0]
+            buffers[bucket_of(key, BUCKETS) if key is not None else self._held % BUCKETS].append(keyed)
+            self._held += 1
+            if self._held >= FLUSH_AT:
+                yield from self._flush()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for batch in self._flush():
@@ -180,7 +192,7 @@ class BatchByBucket(beam.DoFn):
     def _flush(self) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
         for bucket, pairs in enumerate(self._buffers):
             if pairs:
-                payload = zlib.compress(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL), 1)
+                payload = pack_bytes(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL))
                 yield bucket, (_REQUESTS, b"", payload)
                 self._buffers[bucket] = []
         self._held = 0
@@ -207,7 +219,7 @@ def _probe(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[t
             stored.append((keys, payload))
     if not requests:  # stored entries no request of this run asks for
         return
-    unpacked = [pickle.loads(zlib.decompress(payload)) for payload in requests]
+    unpacked = [pickle.loads(unpack_bytes(payload)) for payload in requests]
     wanted = {key for pairs in unpacked for key, _value in pairs if key is not None}
     found = find_lines(stored, wanted) if wanted else {}
     del stored

@@ -13,17 +13,20 @@ For the pipeline's join, lines travel in batches (``pack_lines``): the 32-byte k
 by side, and the lines compressed together. A batch of a few hundred lines compresses to
 about a quarter of their size where each line alone barely shrinks, and a shuffle that
 holds a batch as one object (as a local runner's does) spends a few bytes of bookkeeping
-on it instead of a hundred on every line.
+on it instead of a hundred on every line. Every batch the join and the store's hits carry
+is compressed by ``pack_bytes`` (Zstandard at level 1, from pyarrow): about five times
+faster than zlib's fastest level, and smaller.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
-import zlib
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
+
+import pyarrow as pa
 
 from beameval.cache.key import KEY_VERSION
 
@@ -37,7 +40,9 @@ __all__ = [
     "iter_lines",
     "line_key",
     "line_row",
+    "pack_bytes",
     "pack_lines",
+    "unpack_bytes",
     "wanted_lines",
 ]
 
@@ -152,10 +157,17 @@ def decode_entry(line: bytes | str) -> StoredResponse | None:
     return _parse(line.encode("utf-8") if isinstance(line, str) else line)
 
 
+#: ``json.loads`` with its defaults, built once.
+_DECODER = json.JSONDecoder()
+
+
 def _parse(line: bytes) -> StoredResponse | None:
     try:
-        data = json.loads(line)
-    except ValueError:
+        if line.startswith(_PREFIX):  # ASCII first: UTF-8, as json.loads would detect it, without the detection
+            data = _DECODER.decode(line.decode("utf-8", "surrogatepass"))
+        else:
+            data = json.loads(line)
+    except ValueError:  # UnicodeDecodeError included
         return None
     if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
         return None
@@ -214,7 +226,7 @@ def pack_lines(keys: list[bytes], lines: list[bytes]) -> tuple[bytes, bytes]:
         lines: the lines, without newlines, in the same order.
 
     """
-    return b"".join(keys), zlib.compress(b"\n".join(lines), 1)
+    return b"".join(keys), pack_bytes(b"\n".join(lines))
 
 
 def wanted_lines(batches: Iterable[tuple[bytes, bytes]], wanted: Collection[bytes]) -> dict[bytes, list[bytes]]:
@@ -236,7 +248,24 @@ def wanted_lines(batches: Iterable[tuple[bytes, bytes]], wanted: Collection[byte
         hits = [i for i in range(0, len(keys), KEY_BYTES) if keys[i : i + KEY_BYTES] in wanted]
         if not hits:
             continue
-        lines = zlib.decompress(blob).split(b"\n")
+        lines = unpack_bytes(blob).split(b"\n")
         for i in hits:
             found.setdefault(keys[i : i + KEY_BYTES], []).append(lines[i // KEY_BYTES])
     return found
+
+
+#: Zstandard at its fastest level: a batch of rows or lines shrinks to about a quarter, at a
+#: few hundred MB/s. Compressed sizes are not part of any file (only of a run's batches).
+_CODEC = pa.Codec("zstd", compression_level=1)
+_SIZE = 8  # the uncompressed length, in front (Arrow's decompression needs it)
+
+
+def pack_bytes(data: bytes) -> bytes:
+    """``data`` compressed, its length in front; ``unpack_bytes`` gives it back."""
+    return len(data).to_bytes(_SIZE, "little") + _CODEC.compress(data, asbytes=True)
+
+
+def unpack_bytes(blob: bytes) -> bytes:
+    """The bytes ``pack_bytes`` compressed."""
+    size = int.from_bytes(blob[:_SIZE], "little")
+    return _CODEC.decompress(memoryview(blob)[_SIZE:], size, asbytes=True)  # type: ignore[no-any-return]

@@ -10,11 +10,10 @@ requests the same way, so both send byte-identical bodies and share response-sto
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from beameval.core.errors import TemplateError
-from beameval.core.records import InputRow
+from beameval.core.records import InputRow, replaced
 from beameval.core.templates import Template
 
 __all__ = ["render_prompt", "rendered_prompt"]
@@ -29,11 +28,11 @@ def render_prompt(template: Template | None, row: InputRow) -> InputRow:
     """
     assert row.item is not None
     if template is None:
-        return dataclasses.replace(row, prompt=row.item)
+        return replaced(row, prompt=row.item)
     try:
-        return dataclasses.replace(row, prompt=template.render({**row.item, "item": row.item}))
+        return replaced(row, prompt=template.render({**row.item, "item": row.item}))
     except TemplateError as exc:  # the target stages fail the row with it, each for its own target
-        return dataclasses.replace(row, prompt_error=str(exc))
+        return replaced(row, prompt_error=str(exc))
 
 
 def rendered_prompt(row: InputRow) -> Any:

@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "EndpointReply",
@@ -24,6 +24,7 @@ __all__ = [
     "RowFailure",
     "ScoredRow",
     "item_json",
+    "replaced",
 ]
 
 Phase = Literal["input", "sample_generation", "scoring"]
@@ -229,6 +230,10 @@ class ScoredRow:
     item: Item | None = field(default=None, repr=False, compare=False)
 
 
+#: Each record class's field values in order, as its constructor takes them (``_pickled_by_fields``).
+_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
 def _pickled_by_fields(cls: type) -> None:
     """Pickle ``cls`` as ``(cls, (its field values in order))``: unpickling calls ``cls(*values)``, the same object.
 
@@ -236,6 +241,7 @@ def _pickled_by_fields(cls: type) -> None:
     constructor gives back exactly the fields pickled.
     """
     values: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*(f.name for f in fields(cls)))
+    _FIELD_VALUES[cls] = values
 
     def __reduce__(self: Any) -> tuple[type, tuple[Any, ...]]:  # noqa: N807 - the pickle protocol's name
         return cls, values(self)
@@ -245,6 +251,28 @@ def _pickled_by_fields(cls: type) -> None:
 
 for _record in (RowFailure, InputRow, InferenceInfo, EndpointReply, CallUsage, GeneratedRow, ScoredRow):
     _pickled_by_fields(_record)
+
+R = TypeVar("R")
+
+
+def replaced(record: R, **changes: Any) -> R:
+    """``dataclasses.replace(record, **changes)`` for the records here, in about half the time.
+
+    A copy built from its field values in order (``_pickled_by_fields``), then the changed
+    fields set: the same object, as none of these classes has a ``__post_init__`` or a field
+    outside ``__init__``. Rows pass through it on every hot path.
+
+    Raises:
+        TypeError: ``record`` is not one of the records here.
+        AttributeError: a change names no field.
+    """
+    cls = type(record)
+    if cls not in _FIELD_VALUES:
+        raise TypeError(f"replaced() takes a row record, not a {cls.__name__}")
+    copy: R = cls(*_FIELD_VALUES[cls](record))
+    for name, value in changes.items():
+        setattr(copy, name, value)
+    return copy
 
 
 #: ``json.dumps(..., ensure_ascii=False, default=str)`` built once: ``dumps`` with options builds an encoder per call.

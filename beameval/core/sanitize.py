@@ -15,6 +15,7 @@ Limits (documented in docs/FAILURES.md):
 
 from __future__ import annotations
 
+import marshal
 import re
 from typing import Any
 
@@ -36,6 +37,10 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: A surrogate code point in UTF-8 (``surrogatepass``): no other character encodes to these two bytes.
+_SURROGATE_UTF8 = re.compile(b"\xed[\xa0-\xbf]")
+#: ``marshal`` format 2: no back-references, every text as UTF-8 (``surrogatepass``), ``{``/``[`` per container.
+_MARSHAL_VERSION = 2
 SURROGATE_NOTE = "invalid UTF-16 surrogates (half of an emoji?) were replaced with U+FFFD"
 
 
@@ -70,9 +75,28 @@ def clean_value(value: Any) -> tuple[Any, bool]:
         return clean_text(value)
     if not isinstance(value, (dict, list)):
         return value, False
-    if not _scan(value, cell_limit=None):
+    if _plainly_clean(value) or not _scan(value, cell_limit=None):
         return value, False
     return _rebuild(value), True
+
+
+def _plainly_clean(value: dict[str, Any] | list[Any]) -> bool:
+    r"""True when ``value`` surely holds no surrogate and no container deeper than ``MAX_NESTING``; False: scan it.
+
+    One C pass (``marshal``) instead of a Python visit of every container, about a third
+    of the cost for a chat reply: every text in the encoding is UTF-8, where a surrogate
+    is the only character that gives ``\xed[\xa0-\xbf]``, and every dict and list
+    writes one ``{`` or ``[`` byte, so at most ``MAX_NESTING`` of those bytes means at most
+    that many containers, nested or not. Other bytes that happen to match (a number's
+    binary form, a brace in a text) only send the value to the exact scan, and so does
+    anything marshal refuses (another type, a subclass, a cycle or a very deep value).
+    """
+    try:
+        encoded = marshal.dumps(value, _MARSHAL_VERSION)
+    except ValueError:
+        return False
+    containers = encoded.count(b"{") + encoded.count(b"[")
+    return containers <= MAX_NESTING and _SURROGATE_UTF8.search(encoded) is None
 
 
 def check_row(item: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -21,11 +21,10 @@ body) and calls ``answered_row``; it needs nothing else to stay consistent.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from beameval.core.records import EndpointReply, GeneratedRow, InferenceInfo, InputRow, RowFailure
+from beameval.core.records import EndpointReply, GeneratedRow, InferenceInfo, InputRow, RowFailure, replaced
 from beameval.core.sanitize import RowTooLarge, writable_reply
 
 __all__ = ["CheckedReply", "answered_row", "checked_reply", "endpoint_reply", "reply_usage"]
@@ -77,12 +76,12 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> 
         checked = checked_reply(sample)
     except RowTooLarge as exc:
         failure = RowFailure("sample_generation", [f"row {row.row_index}: the model's reply {exc}."])
-        info = dataclasses.replace(info, request=request)
+        info = replaced(info, request=request)
         return GeneratedRow(
             row.row_index, row.item, {}, row.raw, failure, info, sample_index=row.sample_index, notes=row.notes
         )
-    # One replace, not two: it costs a few µs a row, and a cached rerun does nothing else per row.
-    info = dataclasses.replace(
+    # One copy, not two, and not by dataclasses.replace: a cached rerun does little else per row.
+    info = replaced(
         info, request=request, prompt_tokens=checked.prompt_tokens, completion_tokens=checked.completion_tokens
     )
     return GeneratedRow(

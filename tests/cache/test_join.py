@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from beameval.cache.entry import bucket_of, encode_entry, line_key, pack_lines, wanted_lines
+from beameval.cache.entry import bucket_of, encode_entry, line_key, pack_bytes, pack_lines, unpack_bytes, wanted_lines
 from beameval.cache.key import prepared_key
 from beameval.inference.prepared import PreparedRequest, request_hash
 from transforms import store_join
@@ -35,11 +34,21 @@ def test_a_batch_gives_back_every_copy_of_the_wanted_keys_and_skips_batches_with
     lines = [line(1, "a", NOW), line(2, "b", NOW), line(1, "c", NOW + 1)]
     batch = pack_lines([raw(1), raw(2), raw(1)], lines)
     assert len(batch[0]) == 3 * 32
-    not_zlib = (raw(7) + raw(8), b"not even compressed")  # never decompressed: no key of it is wanted
-    found = wanted_lines([not_zlib, batch], {raw(1), raw(9)})
+    not_packed = (raw(7) + raw(8), b"not even compressed")  # never decompressed: no key of it is wanted
+    found = wanted_lines([not_packed, batch], {raw(1), raw(9)})
     assert found == {raw(1): [lines[0], lines[2]]}
     assert wanted_lines([batch], set()) == {}
-    assert zlib.decompress(batch[1]) == b"\n".join(lines)
+    assert unpack_bytes(batch[1]) == b"\n".join(lines)
+    assert len(batch[1]) < len(b"\n".join(lines))
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000, 3_000_000])
+def test_packed_bytes_come_back_whole_and_repeated_text_shrinks(size: int):
+    data = (b"row %d of one dataset, " * size)[: size * 10]
+    packed = pack_bytes(data)
+    assert unpack_bytes(packed) == data
+    if size >= 1000:
+        assert len(packed) < len(data) / 4
 
 
 def test_buckets_spread_keys_evenly():

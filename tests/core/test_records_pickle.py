@@ -15,6 +15,7 @@ from beameval.core.records import (
     InputRow,
     RowFailure,
     ScoredRow,
+    replaced,
 )
 
 FAILURE = RowFailure("scoring", ["row 3: no"], metric="bleu", not_sent=True, skipped=True)
@@ -62,3 +63,27 @@ def test_default_lists_are_not_shared_after_a_round_trip():
     first, second = pickle.loads(pickle.dumps([InputRow(0, {}), InputRow(1, {})]))
     first.notes.append("x")
     assert second.notes == []
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: type(r).__name__)
+def test_replaced_is_dataclasses_replace(record):
+    names = [field.name for field in dataclasses.fields(record)]
+    for changes in ({}, {names[0]: "changed"}, {names[-1]: None, names[1]: ["new"]}):
+        before = copy.deepcopy(record)
+        fast, slow = replaced(record, **changes), dataclasses.replace(record, **changes)
+        assert type(fast) is type(slow)
+        for name in names:  # ScoredRow.item is left out of ==, so field by field
+            assert getattr(fast, name) == getattr(slow, name), name
+        assert fast is not record and record == before  # a copy: the record itself is unchanged
+
+
+def test_replaced_takes_only_the_row_records():
+    with pytest.raises(TypeError, match="row record"):
+        replaced(Plain(1))
+
+
+@dataclasses.dataclass
+class Plain:
+    """A dataclass that is not a row record."""
+
+    x: int

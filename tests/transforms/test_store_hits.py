@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from beameval.cache.entry import encode_entry
@@ -59,13 +60,21 @@ def _rows(tmp_path: Path) -> tuple[list[InputRow], dict[int, str], Path]:
     return rows, bodies, shard
 
 
-def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: Path):
+@pytest.mark.parametrize("in_batches", [False, True], ids=["rows", "row-batches"])
+def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: Path, in_batches: bool):
     rows, bodies, shard = _rows(tmp_path)
+    prompts = {row.row_index: row.prompt for row in rows}
+    # Read in batches, the rows of each batch mix hits and misses (a batch of 3, then one of 4).
+    elements = [RowBatch(rows[:3]), RowBatch(rows[3:])] if in_batches else rows
     with beam.Pipeline() as pipeline:
         stored = pipeline | "ReadResponses" >> ReadResponses([str(shard)])
-        looked = pipeline | beam.Create(rows) | LookupResponses(parse_config(CONFIG), stored, batched=True)
-        misses = looked.misses | "Misses" >> beam.Map(lambda r: (r.row_index, r.prompt is not None, r.request))
-        expected_misses = [(4, True, bodies[4]), (5, True, bodies[5]), (6, False, None)]
+        lookup = LookupResponses(parse_config(CONFIG), stored, batched=True, rows_in_batches=in_batches)
+        looked = pipeline | beam.Create(elements) | lookup
+        # A miss to send has its prompt again (rows cross the join without it), the same as rendered.
+        misses = looked.misses | "Misses" >> beam.Map(
+            lambda r: (r.row_index, r.prompt == prompts[r.row_index], r.request)
+        )
+        expected_misses = [(4, True, bodies[4]), (5, True, bodies[5]), (6, True, None)]
         assert_that(misses, equal_to(expected_misses), label="CheckMisses")
         # Each element of the STORED output is one bucket's hits, never a row.
         kinds = looked[STORED] | "Kinds" >> beam.Map(lambda hits: isinstance(hits, StoredHits) and len(hits) > 0)
