@@ -123,7 +123,8 @@ class GenerateSamples(beam.DoFn):
         self._key_handler = make_handler(config.target, config.params, None)
         self._model_name = model.name if model is not None else None
         params = config.params
-        self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id)
+        heard = None if self._handed is None else self._handed.limits  # the preflight's: no lone first request
+        self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id, heard)
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism
         self._max_retries = params.max_retries
