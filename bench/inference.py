@@ -10,8 +10,10 @@ state. Each run reports rows/s two ways:
 * ``busy``: rows / the endpoint's busy window, from the server's first inference request
   to its last answer (``/_stats`` ``first_request_at`` / ``last_response_at``), which
   excludes interpreter start-up, Beam's job set-up and the writing of results. Our side
-  runs with ``--skip_preflight``: the preflight sends the first row's request during
-  start-up, which would open that window seconds early.
+  runs as users run it, with the preflight, which answers the first row with a request
+  of its own before Beam starts: that request is start-up too, so our window opens at the
+  workers' first request (the server's second, ``second_request_at``) and counts the
+  rows the workers sent (all but that one).
 
 Scenarios:
 
@@ -217,8 +219,14 @@ def reference_spec(dataset: Path, base_url: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label: str) -> dict[str, Any]:
-    """Run ``cmd`` with the server's counters reset; return wall, CPU, stdout and the server's view."""
+def measured_subprocess(
+    cmd: list[str], server: Any, env: dict[str, str], label: str, opens: str = "first_request_at"
+) -> dict[str, Any]:
+    """Run ``cmd`` with the server's counters reset; return wall, CPU, stdout and the server's view.
+
+    ``opens`` names the ``/_stats`` time the busy window starts at (``second_request_at``:
+    after a preflight's request); it ends at ``last_response_at``.
+    """
     server.reset()
     server_cpu0 = process_cpu(server.pid)
     cpu0, user0 = children_cpu()
@@ -242,8 +250,12 @@ def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label:
         "by_status",
         "busy_s",
         "first_request_at",
+        "second_request_at",
         "last_response_at",
     )
+    server_view = {k: stats.get(k) for k in keys}
+    start, end = stats.get(opens), stats.get("last_response_at")
+    server_view["busy_s"] = None if start is None or end is None else end - start
     return {
         "wall_s": wall,
         "cpu_s": cpu,
@@ -252,14 +264,18 @@ def measured_subprocess(cmd: list[str], server: Any, env: dict[str, str], label:
         "stdout": stdout,
         "stderr": stderr,
         "load_before": round(load, 2),
-        "server": {k: stats.get(k) for k in keys},
-        "busy_window_cpu": sampler.window(stats.get("first_request_at"), stats.get("last_response_at")),
+        "server": server_view,
+        "busy_window_cpu": sampler.window(start, end),
         "client_processes": sampler.processes(),
     }
 
 
-def _summarise(label: str, rows: int, ok: int, raw: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _summarise(
+    label: str, rows: int, ok: int, raw: dict[str, Any], extra: dict[str, Any], sent: int | None = None
+) -> dict[str, Any]:
+    """One run's rates; ``sent``: the rows requested within the busy window (all ``rows`` when None)."""
     busy = raw["server"]["busy_s"]
+    sent = rows if sent is None else sent
     result = {
         "label": label,
         "rows": rows,
@@ -267,7 +283,7 @@ def _summarise(label: str, rows: int, ok: int, raw: dict[str, Any], extra: dict[
         "wall_s": round(raw["wall_s"], 3),
         "busy_s": round(busy, 3) if busy else None,
         "rows_per_s_command": round(rows / raw["wall_s"], 1),
-        "rows_per_s_busy": round(rows / busy, 1) if busy else None,
+        "rows_per_s_busy": round(sent / busy, 1) if busy else None,
         # requests the client kept inside the server, on average over the busy window
         "mean_in_flight": round(raw["server"]["in_flight_s"] / busy, 1) if busy else None,
         "cpu_s": round(raw["cpu_s"], 3),
@@ -303,12 +319,13 @@ def run_ours(
         ["-m", "pipeline.run"] if not profile_dir else [str(Path(__file__).resolve()), "--profile-child", profile_dir]
     )
     cmd = [sys.executable, *entry, "--config", str(config_path), "--output", str(output), "--overwrite"]
-    # The preflight's real request would open the server's busy window seconds before Beam starts
-    # sending (it answers row 0 during start-up), so the busy rate would count Beam's start-up.
-    cmd += ["--progress_interval=0", "--skip_preflight"]
+    cmd += ["--progress_interval=0"]
     if processes > 1:
         cmd += ["--direct_running_mode=multi_processing", f"--direct_num_workers={processes}"]
-    raw = measured_subprocess(cmd, server, our_env(), label)
+    # With a target, the preflight answers one row during start-up (its request is the server's
+    # first): the window opens at the workers' first request, and that row is not in it.
+    preflight = "target" in config
+    raw = measured_subprocess(cmd, server, our_env(), label, "second_request_at" if preflight else "first_request_at")
     results = json.loads((output / "results.json").read_text(encoding="utf-8"))
     shutil.rmtree(output, ignore_errors=True)
     counts = results["counts"]
@@ -325,7 +342,7 @@ def run_ours(
             None,
         ),
     }
-    return _summarise(label, counts["rows"], counts["ok"], raw, extra)
+    return _summarise(label, counts["rows"], counts["ok"], raw, extra, counts["rows"] - preflight)
 
 
 def run_bare(label: str, dataset: Path, server: Any, mode: str) -> dict[str, Any]:

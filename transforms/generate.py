@@ -94,7 +94,8 @@ class TargetCalls(CallPlan[InputRow | GeneratedRow, GeneratedRow]):
         self._key_handler = make_handler(config.target, config.params, None)
         self._model_name = model.name if model is not None else None
         params = config.params
-        self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id)
+        heard = None if self._handed is None else self._handed.limits  # the preflight's: no lone first request
+        self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id, heard)
         self._endpoint = LiveEndpoint(self._handler, self._engine, self._redactor, params.max_retries)
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
         self._max_pending = 2 * params.parallelism

@@ -23,6 +23,7 @@ __all__ = [
     "Failure",
     "FailureClass",
     "classify",
+    "endpoint_name",
     "one_line",
     "parse_retry_after",
     "redact",
@@ -277,3 +278,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 def safe_url(url: str) -> str:
     """Return the URL without user-info, and with auth-like query values masked (``redaction.redact_url``)."""
     return redact_url(url)
+
+
+def endpoint_name(endpoint_key: str) -> str:
+    """``URL (model NAME)`` from an engine's endpoint key (``url|name|key fingerprint``), for messages."""
+    url, _, rest = endpoint_key.partition("|")
+    name = rest.partition("|")[0]
+    return f"{safe_url(url)} (model {name})" if name else safe_url(url)

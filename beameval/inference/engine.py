@@ -26,6 +26,7 @@ from beameval.inference.outcome import Outcome
 from beameval.inference.pacing import Pacer
 from beameval.inference.prepared import PreparedRequest
 from beameval.inference.quota import EndpointQuota
+from beameval.inference.ratelimit_headers import HeardLimits
 from beameval.inference.retry import RetryPolicy, call_with_retries
 from beameval.inference.targets.base import TargetHandler
 
@@ -147,16 +148,19 @@ class InferenceEngine:
             return engine
 
     @classmethod
-    def for_endpoint(cls, handler: TargetHandler, access: EndpointAccess, params: Params, job: str) -> InferenceEngine:
-        """The process's engine for a target-like endpoint: the run's ``params`` and the job's quota for ``access``."""
-        return cls.shared(
-            handler,
-            params.parallelism,
-            params.max_retries,
-            params.request_timeout,
-            params.max_retry_wait,
-            quota=EndpointQuota.of(access, params, job),
-        )
+    def for_endpoint(
+        cls, handler: TargetHandler, access: EndpointAccess, params: Params, job: str, heard: HeardLimits | None = None
+    ) -> InferenceEngine:
+        """The process's engine for a target-like endpoint: the run's ``params``, the job's quota for ``access``.
+
+        ``heard``: what the preflight's reply advertised; the pacer starts from it (``Pacer.heard_before``).
+        """
+        quota = EndpointQuota.of(access, params, job)
+        retries, timeout, wait = params.max_retries, params.request_timeout, params.max_retry_wait
+        engine = cls.shared(handler, params.parallelism, retries, timeout, wait, quota=quota)
+        if heard is not None:  # on the loop, ahead of every request this caller queues
+            engine._loop.call_soon_threadsafe(engine.pacer.heard_before, heard)
+        return engine
 
     def submit(
         self, prepared: PreparedRequest, handler: TargetHandler, *, max_retries: int | None = None

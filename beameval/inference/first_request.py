@@ -8,7 +8,8 @@ reply cap, ``params.request_timeout``), and the endpoint's ``Pacer`` (its rate l
 the run's budget: a request the budget refuses is not sent). The answer is kept in memory
 (``FirstAnswer``: the reply masked as the journal masks it, under the request's
 ``response_key``) for the run to record in its journal and answer that row from, so the
-row is paid once.
+row is paid once, with what its ``x-ratelimit-*`` headers said (``HeardLimits``): the
+workers' pacers start from it instead of sending one request alone to read them.
 
 Retryable failures are retried as the run retries them (``params.max_retries``, the same
 back-off), but every wait must end within ``WAIT_DEADLINE_S`` of the start. An endpoint
@@ -48,6 +49,7 @@ from beameval.inference.outcome import Outcome
 from beameval.inference.pacing import Pacer
 from beameval.inference.prepared import PreparedRequest, canonical_json
 from beameval.inference.quota import EndpointQuota
+from beameval.inference.ratelimit_headers import HeardLimits
 from beameval.inference.retry import RetryPolicy, call_with_retries
 from beameval.inference.targets.base import TargetHandler
 
@@ -77,11 +79,15 @@ class HandedReply:
         key: the request's ``response_key``: the row's own request must have it.
         outcome: the call as the engine would have returned it (the parsed reply, attempts,
             latency, status, request hash), so the row takes the path of a fresh reply.
+        limits: what the reply's ``x-ratelimit-*`` headers said (none: an empty tuple of
+            headers): the workers' pacers of the same endpoint start from it, so none of
+            them sends a request alone to read them (``Pacer.heard_before``).
     """
 
     row_index: int
     key: str
     outcome: Outcome
+    limits: HeardLimits | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class FirstAnswer:
         request_hash: the request's ``request_hash`` as sent.
         tokens: prompt plus completion tokens the reply reports (0 when it reports none).
         usd: what those tokens cost at the endpoint's pricing (0 without one).
+        limits: the answer's ``x-ratelimit-*`` headers, for the workers' pacers.
     """
 
     key: str
@@ -111,11 +118,12 @@ class FirstAnswer:
     request_hash: str
     tokens: int
     usd: float
+    limits: HeardLimits | None = None
 
     def handed(self, row_index: int) -> HandedReply:
         """The answer for ``GenerateSamples`` to answer row ``row_index`` (sample 0) with."""
         outcome = Outcome(self.sample, None, self.status, self.attempts, self.latency_s, self.request_hash)
-        return HandedReply(row_index, self.key, outcome)
+        return HandedReply(row_index, self.key, outcome, self.limits)
 
 
 @dataclass(frozen=True)
@@ -219,7 +227,7 @@ async def send_first_request(
         await pacer.aclose()
     error = outcome.error
     if error is None:
-        return FirstResult(_answer(outcome, key, kept.response, model, quota))
+        return FirstResult(_answer(outcome, key, kept.response, model, quota, pacer.heard()))
     if error.failure_class == "budget":  # nothing was sent: the run stops at its budget as it would have
         return FirstResult(None)
     if error.failure_class in _OVERLOAD:
@@ -246,7 +254,9 @@ def rejected_credentials(url: str, status: int, where: str, access: EndpointAcce
     )
 
 
-def _answer(outcome: Outcome, key: str, response: Any, model: str | None, quota: EndpointQuota) -> FirstAnswer:
+def _answer(
+    outcome: Outcome, key: str, response: Any, model: str | None, quota: EndpointQuota, limits: HeardLimits | None
+) -> FirstAnswer:
     prompt, completion = outcome.prompt_tokens, outcome.completion_tokens
     prompt = prompt if isinstance(prompt, int) and prompt >= 0 else 0
     completion = completion if isinstance(completion, int) and completion >= 0 else 0
@@ -254,7 +264,7 @@ def _answer(outcome: Outcome, key: str, response: Any, model: str | None, quota:
     assert outcome.status is not None and outcome.sample is not None
     return FirstAnswer(
         key, response, outcome.sample, model, outcome.attempts, outcome.latency_s, outcome.status, outcome.request_hash,
-        prompt + completion, usd,
+        prompt + completion, usd, limits,
     )  # fmt: skip
 
 

@@ -17,12 +17,11 @@ header read, no rate learnt, an attempt goes at once: no lock, no wait). What it
 * **The advertised rate**: every reply's ``x-ratelimit-*`` headers (with or without a
   ``rate_limit``) set a bucket per kind refilled at limit/60/W a second whose level
   never exceeds remaining/W; values that are not believable (``ratelimit_headers``) are
-  ignored with one warning. Before the first reply of the endpoint, one request goes
-  alone (for at most ``PROBE_WAIT_S``), so a run does not open with a burst of 429s
-  against a limit it has not read yet (it costs one round trip per worker process and
-  endpoint at the start, about 6% of a 1,000-request run at 200 ms; an advertised limit
-  is never to be driven into 429s). ``Retry-After`` stays the retry loop's business
-  (the attempt that got it waits that long; the others go on, as the buckets allow).
+  ignored with one warning. Before the endpoint's first reply one request goes alone
+  (at most ``PROBE_WAIT_S``), so a run never opens with a burst of 429s against a limit
+  it has not read (one round trip per worker and endpoint, 6% of 1,000 requests at
+  200 ms), unless the preflight's reply already said the limits or that there are none
+  (``heard_before``). ``Retry-After`` is the retry loop's business.
 * **The learnt rate**: with no ``rate_limit`` and no advertised limit, 429 replies teach
   the pacer a request rate (``learnt_rate``), so an endpoint that only says 429 is not
   driven into them; once learnt, only 429s to requests sent with fewer in flight than
@@ -51,12 +50,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from beameval.inference.budget import RunBudget
-from beameval.inference.classify import safe_url
+from beameval.inference.classify import endpoint_name
 from beameval.inference.estimate import estimate_tokens
 from beameval.inference.learnt_rate import LearntRate
 from beameval.inference.not_sent import PacingTooLong
 from beameval.inference.quota import EndpointQuota, redis_password
-from beameval.inference.ratelimit_headers import Advertised, advertised
+from beameval.inference.ratelimit_headers import Advertised, HeardLimits, advertised
 from beameval.inference.token_bucket import TokenBucket
 
 if TYPE_CHECKING:
@@ -120,7 +119,7 @@ class Pacer:
         self._max_wait = max_wait_s
         self._workers = max(1, quota.workers)
         self._pricing = quota.pricing
-        self._endpoint = _endpoint_name(endpoint_key)
+        self._endpoint = endpoint_name(endpoint_key)
         now = clock()
         self._configured: dict[str, TokenBucket] = {}
         self._shared: SharedGate | None = None
@@ -150,6 +149,7 @@ class Pacer:
         self._lock: asyncio.Lock | None = None
         self._first_reply: asyncio.Event | None = None
         self._replied = False  # the endpoint answered once: its headers, if any, were read
+        self._last_headers: Mapping[str, str] | None = None  # the last reply's (``heard``)
         self._probing = False
         self._seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -202,6 +202,7 @@ class Pacer:
         now = self._clock()
         if headers is not None:
             self._observe(headers, now)
+            self._last_headers = headers
         if not self._replied:
             self._replied = True
             if self._first_reply is not None:
@@ -239,6 +240,22 @@ class Pacer:
                 prompt=prompt or 0,
                 completion=completion or 0,
             )
+
+    def heard(self) -> HeardLimits | None:
+        """What the last reply advertised about the endpoint's limits (None before any), for other processes' pacers."""
+        return None if self._last_headers is None else HeardLimits.of(self._endpoint_key, self._last_headers)
+
+    def heard_before(self, heard: HeardLimits) -> None:
+        """Start from the limits (or none) an earlier reply of this endpoint advertised: no request goes alone.
+
+        Ignored for another endpoint's reply (URL, model or key) or once this pacer has had its own. On the loop.
+        """
+        if heard.endpoint_key != self._endpoint_key or self._replied:
+            return
+        self._observe(heard.mapping(), self._clock())
+        self._replied = True
+        if self._first_reply is not None:
+            self._first_reply.set()
 
     async def aclose(self) -> None:
         """Cancel pending corrections and close the shared budget's Redis connections."""
@@ -374,13 +391,6 @@ class Pacer:
                 )
                 self._learnt = None  # the endpoint says its limit: nothing to learn
             bucket.lower_to(limit.remaining / self._workers, now)
-
-
-def _endpoint_name(endpoint_key: str) -> str:
-    """``URL (model NAME)`` from an engine's endpoint key (``url|name|key fingerprint``), for messages."""
-    url, _, rest = endpoint_key.partition("|")
-    name = rest.partition("|")[0]
-    return f"{safe_url(url)} (model {name})" if name else safe_url(url)
 
 
 def _count(usage: Mapping[str, Any] | None, name: str) -> int | None:

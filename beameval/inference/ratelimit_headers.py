@@ -9,6 +9,10 @@ A value is believed only when it is a finite number, the limit positive and at l
 request or 100 tokens a minute (``MIN_PER_MINUTE``), the remaining count not negative:
 ``x-ratelimit-limit-requests: 0.001`` would otherwise hold every request for a day. What
 is not believed comes back as ``Unusable`` (the pacer warns once and ignores it).
+
+``HeardLimits`` carries one reply's ``x-ratelimit-*`` headers from the process that read
+it (the preflight's) to the worker processes, so their pacers start at those limits, or
+know that the endpoint advertises none, without sending a request alone first.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["MIN_PER_MINUTE", "Advertised", "Unusable", "advertised", "parse_duration"]
+__all__ = ["MIN_PER_MINUTE", "Advertised", "HeardLimits", "Unusable", "advertised", "parse_duration"]
 
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
@@ -26,6 +30,7 @@ _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6
 MIN_PER_MINUTE = {"requests": 1.0, "tokens": 100.0}
 #: Characters of a header value quoted in a warning (a hostile value may be long).
 _QUOTED = 40
+_PREFIX = "x-ratelimit-"
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -69,6 +74,31 @@ class Unusable:
 
     def __str__(self) -> str:
         return f"{self.header}: {self.value[:_QUOTED]!r} ({self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class HeardLimits:
+    """What one reply of an endpoint advertised about its limits, for pacers in other processes to start from.
+
+    Attributes:
+        endpoint_key: the engine's key of the endpoint that replied (URL, model, key
+            fingerprint): a pacer of another endpoint ignores it.
+        headers: the reply's ``x-ratelimit-*`` headers, names in lower case; empty when
+            it advertised none.
+    """
+
+    endpoint_key: str
+    headers: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, endpoint_key: str, headers: Mapping[str, str]) -> HeardLimits:
+        """The ``x-ratelimit-*`` headers of a reply of ``endpoint_key`` (any others are left out)."""
+        kept = ((name.lower(), value) for name, value in headers.items())
+        return cls(endpoint_key, tuple((name, value) for name, value in kept if name.startswith(_PREFIX)))
+
+    def mapping(self) -> dict[str, str]:
+        """The headers as ``advertised`` reads them (lower-case names)."""
+        return dict(self.headers)
 
 
 def advertised(headers: Mapping[str, str], kind: str) -> Advertised | Unusable | None:

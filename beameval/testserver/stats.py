@@ -27,6 +27,9 @@ class Stats:
     difference. ``in_flight_s`` is the integral of ``in_flight`` over time (request-seconds
     spent inside the server since the reset): over ``busy_s`` it is the mean number of
     requests the client kept at the endpoint, over ``requests`` the time each spent there.
+    ``second_request_at`` is the second inference request's arrival: a client that sends
+    one request alone before its run starts (the evaluator's preflight, then seconds of
+    Beam start-up) is measured from there.
 
     ``not_found`` counts the requests for a route the server does not have, by
     ``"METHOD /path"`` (a client POSTing to a wrong path shows there, not in ``requests``).
@@ -46,6 +49,7 @@ class Stats:
         self.peak_in_flight = self.in_flight
         self.last_request: dict[str, Any] | None = None
         self.first_request_at: float | None = None
+        self.second_request_at: float | None = None
         self.last_response_at: float | None = None
         self.in_flight_s = 0.0
         self._changed_at = time.monotonic()
@@ -58,6 +62,8 @@ class Stats:
         """Count an inference request and remember it as the last one."""
         if self.first_request_at is None:
             self.first_request_at = time.time()
+        elif self.second_request_at is None:
+            self.second_request_at = time.time()
         self.requests += 1
         self.per_prompt[prompt] += 1
         self.last_request = record
@@ -100,6 +106,7 @@ class Stats:
             "per_prompt": dict(self.per_prompt),
             "not_found": dict(self.not_found),
             "first_request_at": self.first_request_at,
+            "second_request_at": self.second_request_at,
             "last_response_at": self.last_response_at,
             "busy_s": (
                 None

@@ -114,6 +114,29 @@ def test_a_normal_run_pays_each_prompt_once_and_scores_as_without_the_preflight(
     ]
 
 
+def test_the_workers_send_at_once_when_the_preflights_reply_advertised_no_limits(
+    clean_server, model_target, write_jsonl, run_eval
+) -> None:
+    """The preflight's reply said what the lone first request would learn: the workers need no round trip of it."""
+    clean_server.configure(latency_ms=1000)
+    result = run_eval(config_for(write_jsonl(DATA[:9]), model_target(), parallelism=8))
+    assert result.code == 0, result.stderr
+    stats = clean_server.stats()
+    assert stats["requests"] == 9 and stats["peak_in_flight"] == 8
+    # The 8 rows left go in one round trip (1 s); had the first gone alone, two (2 s).
+    assert stats["last_response_at"] - stats["second_request_at"] < 1.6
+
+
+def test_the_workers_keep_the_limits_the_preflights_reply_advertised(
+    clean_server, model_target, write_jsonl, run_eval
+) -> None:
+    """600 a minute, a bucket of 10 at the server: 29 rows at once would get 19 429s; paced from the start, none."""
+    clean_server.configure(quota={"requests_per_minute": 600, "headers": True})
+    result = run_eval(config_for(write_jsonl(DATA), model_target(), parallelism=32, max_retries=0))
+    assert result.code == 0, result.stderr
+    assert clean_server.stats()["by_status"] == {"200": ROWS}
+
+
 def test_the_budget_counts_the_preflights_tokens_once(clean_server, model_target, write_jsonl, run_eval) -> None:
     # Each row reserves 3 + 4 = 7 tokens and uses 4 (2 prompt + 2 completion words), one request at a time.
     # Of 121 tokens the preflight used 4, so the workers have 117: 28 rows fit (4 * 27 + 7 <= 117), the 29th

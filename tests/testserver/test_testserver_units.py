@@ -151,8 +151,10 @@ def test_stats_busy_window_spans_first_request_to_last_answer() -> None:
     snap = stats.snapshot()
     assert snap["first_request_at"] is not None and snap["last_response_at"] >= snap["first_request_at"]
     assert snap["busy_s"] == snap["last_response_at"] - snap["first_request_at"]
-    first = snap["first_request_at"]
-    stats.arrived("c", {})  # a later request does not move the start
-    assert stats.snapshot()["first_request_at"] == first
+    first, second = snap["first_request_at"], snap["second_request_at"]
+    assert second is not None and first <= second <= snap["last_response_at"]
+    stats.arrived("c", {})  # a later request moves neither
+    assert (stats.snapshot()["first_request_at"], stats.snapshot()["second_request_at"]) == (first, second)
     stats.reset()
     assert stats.snapshot()["first_request_at"] is None and stats.snapshot()["last_response_at"] is None
+    assert stats.snapshot()["second_request_at"] is None
