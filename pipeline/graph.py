@@ -29,7 +29,7 @@ from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.render import RenderPrompts
 from transforms.retrieval import Retrieve
-from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch
+from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch, unpacked_batches
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
@@ -199,8 +199,11 @@ def _evaluate(
         to_send = _to_send(samples, config, stored, rendered, in_batches)
         # A checkpoint after the paid calls: a later stage that fails (or a lost worker) never runs them again.
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
-            generated = to_send | "BatchSamples" >> BatchSamples(config, journal, output, run_id)
-            generated = generated | "CheckpointGenerated" >> beam.Reshuffle()
+            # Its answers cross the checkpoint packed when every later stage takes row batches (no metric calls).
+            answer = BatchSamples(config, journal, output, run_id, packed=not metric_calls)
+            generated = to_send | "BatchSamples" >> answer | "CheckpointGenerated" >> beam.Reshuffle()
+            if not metric_calls:
+                generated = generated | "RowBatches" >> beam.Map(unpacked_batches)
         elif in_batches:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             sent = to_send.misses | "GenerateSamples" >> beam.ParDo(generate)

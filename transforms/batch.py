@@ -68,6 +68,7 @@ from transforms.batch_endpoint import (
     submit_then_collect,
 )
 from transforms.cache import target_request
+from transforms.row_batches import OFFLINE_BATCH_ROWS, PackedRows
 
 __all__ = ["BatchSamples"]
 
@@ -145,15 +146,20 @@ def _passed_on(grouped: Iterable[Any], through: list[GeneratedRow]) -> Iterator[
 class RunBatches(beam.DoFn):
     """``((scope, shard), [(url, request)])`` -> a ``GeneratedRow`` per request: answered, failed, pending or skipped.
 
-    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``).
+    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``). With
+    ``packed`` the rows come out in ``PackedRows`` of up to ``OFFLINE_BATCH_ROWS``: what the
+    checkpoint after this stage holds is then compressed (on the local runner, all of it).
     """
 
-    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str, collect: bool) -> None:
+    def __init__(
+        self, config: EvalConfig, journal_dir: str, output: str, run_id: str, collect: bool, packed: bool = False
+    ) -> None:
         self._config = config
         self._journal_dir = journal_dir
         self._output = output
         self._run_id = run_id
         self._collect = collect
+        self._packed = packed
 
     def setup(self) -> None:
         config = self._config
@@ -172,7 +178,24 @@ class RunBatches(beam.DoFn):
             RunBudget.of(EndpointQuota.of(model, params, self._run_id)),  # the job's ledger, if any
         )
 
-    def process(self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None) -> Iterator[GeneratedRow]:
+    def process(
+        self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None
+    ) -> Iterator[GeneratedRow | PackedRows]:
+        rows = self._rows(keyed)
+        if not self._packed:
+            yield from rows
+            return
+        pack = PackedRows()
+        for row in rows:
+            pack.append(row)
+            if len(pack) == OFFLINE_BATCH_ROWS:
+                yield pack
+                pack = PackedRows()
+        if pack:
+            yield pack
+
+    def _rows(self, keyed: tuple[tuple[str, int], Any]) -> Iterator[GeneratedRow]:
+        """The key's rows: passed on, or answered through its batches (none without ``collect``)."""
         (_scope, shard), grouped = keyed
         through: list[GeneratedRow] = []
         requests_by_url = by_url(_passed_on(grouped, through), self._endpoint.model.url)
@@ -224,14 +247,18 @@ class RunBatches(beam.DoFn):
 
 
 class BatchSamples(beam.PTransform):
-    """Rows (and store answers) -> ``GeneratedRow``s, the unanswered ones answered through the Batch API."""
+    """Rows (and store answers) -> ``GeneratedRow``s, the unanswered ones answered through the Batch API.
 
-    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str = "") -> None:
+    ``packed``: emit ``PackedRows`` instead (for a graph whose later stages take row batches).
+    """
+
+    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str = "", packed: bool = False):
         super().__init__()
         self._config = config
         self._journal_dir = journal_dir
         self._output = output
         self._run_id = run_id
+        self._packed = packed
 
     def expand(self, rows: beam.PCollection[Any]) -> beam.PCollection[GeneratedRow]:
         keyed = rows | "KeyBatchRequests" >> beam.ParDo(KeyBatchRequests(self._config))
@@ -239,7 +266,13 @@ class BatchSamples(beam.PTransform):
         endpoints = [(TARGET_SCOPE, TARGET_SCOPE, self._config.target.model)]
         trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectTrigger")
         grouped = (keyed, trigger) | "WithTrigger" >> beam.Flatten() | "RequestsByShard" >> beam.GroupByKey()
-        config, journal, output, run_id = self._config, self._journal_dir, self._output, self._run_id
+        config, journal, output, run_id, packed = (
+            self._config,
+            self._journal_dir,
+            self._output,
+            self._run_id,
+            self._packed,
+        )
         return submit_then_collect(
-            grouped, lambda collect: RunBatches(config, journal, output, run_id, collect), "Batches"
+            grouped, lambda collect: RunBatches(config, journal, output, run_id, collect, packed), "Batches"
         )

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-import pickle
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -31,7 +30,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beameval.cache.entry import StoredResponse, pack_bytes, unpack_bytes
+from beameval.cache.entry import StoredResponse
 from beameval.cache.files import Files, LocalFiles, is_remote
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_key_from_content
@@ -45,7 +44,7 @@ from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
-from transforms.row_batches import RowBatch
+from transforms.row_batches import PackedRows, RowBatch
 from transforms.store_join import BatchByBucket, JoinStored
 from transforms.worker_gc import freeze_startup_heap
 
@@ -156,21 +155,14 @@ _Joined = tuple[tuple[str | None, tuple[Any, ...]], StoredResponse | None]
 _Hit = tuple[str, dict[str, Any], tuple[Any, ...]]
 
 
-class StoredHits(list[_Hit]):
-    """One join bucket's hits, pickled whole by Beam's coder (a list subclass is not coded item by item).
+class StoredHits(PackedRows):
+    """One join bucket's hits, pickled whole and compressed by Beam's coder (``PackedRows``).
 
     Beam's own coding of a plain list writes each string as UTF-8, which a raw reply's lone
-    surrogate does not have (``answered_row`` cleans it later); pickle keeps it. Pickled, it
-    is compressed: the local runner holds every hit encoded until scoring reads them, and
-    replies of one model and rows of one dataset repeat most of their bytes.
+    surrogate does not have (``answered_row`` cleans it later); pickle keeps it. The local
+    runner holds every hit encoded until scoring reads them, and replies of one model and
+    rows of one dataset repeat most of their bytes.
     """
-
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        return _unpacked_hits, (pack_bytes(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL)),)
-
-
-def _unpacked_hits(payload: bytes) -> StoredHits:
-    return StoredHits(pickle.loads(unpack_bytes(payload)))
 
 
 class _TargetRequests(beam.DoFn):

@@ -8,7 +8,9 @@ batch as readily as a row: ``rows_of`` gives the rows of either. Each row is sti
 guarded and written on its own; only the hand-over is shared.
 
 The stages that call endpoints keep one row per element: a row waits there for its reply,
-not for the rows beside it.
+not for the rows beside it. Rows that cross a checkpoint together (batch mode's answers)
+travel as ``PackedRows``: the local runner holds a ``Reshuffle``'s whole input, and
+compressed it is a fraction of the rows' size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, TypeVar
 
 import apache_beam as beam
 
-__all__ = ["OFFLINE_BATCH_ROWS", "RowBatch", "RowBatchCoder", "rows_of"]
+from beameval.cache.entry import pack_bytes, unpack_bytes
+
+__all__ = ["OFFLINE_BATCH_ROWS", "PackedRows", "RowBatch", "RowBatchCoder", "rows_of", "unpacked_batches"]
 
 #: Rows per element on the offline path: Beam's per-element cost becomes negligible well
 #: before this, and a batch is about 1/10 of a second of scoring, so progress stays smooth.
@@ -30,6 +34,22 @@ R = TypeVar("R")
 
 class RowBatch(list[Any]):
     """Rows (InputRow, or ScoredRow after scoring) that travel as one Beam element."""
+
+
+class PackedRows(list[Any]):
+    """Rows that cross a shuffle as one element, pickled whole and compressed (rows of one run repeat most bytes)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[type, bytes]]:
+        return _unpacked, (type(self), pack_bytes(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL)))
+
+
+def _unpacked(cls: type[PackedRows], payload: bytes) -> PackedRows:
+    return cls(pickle.loads(unpack_bytes(payload)))  # noqa: S301 - this run's own rows
+
+
+def unpacked_batches(element: Any) -> Any:
+    """``PackedRows`` -> one ``RowBatch`` of its rows for scoring; any other element as it is."""
+    return RowBatch(element) if isinstance(element, PackedRows) else element
 
 
 def rows_of(element: R | list[R]) -> Sequence[R]:

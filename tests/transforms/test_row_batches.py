@@ -7,11 +7,11 @@ import yaml
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
-from beameval.core.records import InputRow
+from beameval.core.records import GeneratedRow, InputRow
 from pipeline.config import load_config
 from pipeline.graph import build_graph
 from transforms.read import ReadRows, list_dataset_files
-from transforms.row_batches import RowBatch, RowBatchCoder, rows_of
+from transforms.row_batches import PackedRows, RowBatch, RowBatchCoder, rows_of, unpacked_batches
 
 
 def test_read_emits_batches_holding_every_row_once_in_dataset_order(write_parquet, write_jsonl, tmp_path):
@@ -89,3 +89,18 @@ def test_only_offline_scoring_runs_on_batches(write_jsonl, tmp_path):
     assert offline_types[("ScoreRows/ParDo(ScoreRows)", None)] is RowBatch
     online_types = _element_types(online, tmp_path)
     assert online_types[("ReadRows/ReadSplits/ParDo(_ReadSplits)", None)] is not RowBatch
+
+
+def test_packed_rows_round_trip_compressed_and_become_a_row_batch():
+    rows = [
+        GeneratedRow(i, {"question": f"q{i}", "context": "the same long context " * 20}, {"output_text": f"a{i}"})
+        for i in range(500)
+    ]
+    packed = PackedRows(rows)
+    encoded = pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)
+    assert len(encoded) * 5 < len(pickle.dumps(rows, pickle.HIGHEST_PROTOCOL))  # what a checkpoint holds
+    back = pickle.loads(encoded)
+    assert type(back) is PackedRows and back == rows
+    batch = unpacked_batches(back)
+    assert type(batch) is RowBatch and batch == rows
+    assert unpacked_batches(rows[0]) is rows[0]

@@ -89,7 +89,7 @@ def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: P
 
 
 def test_stored_hits_pickle_compressed_and_whole():
-    hits = StoredHits([("ab" * 32, {"output_text": "bad \ud83d " * 50}, (0, {"q": "x"}, None))])
+    hits = StoredHits([("ab" * 32, {"output_text": f"bad \ud83d {i} " * 50}, (i, {"q": "x"}, None)) for i in range(4)])
     encoded = pickle.dumps(hits, pickle.HIGHEST_PROTOCOL)
     back = pickle.loads(encoded)
     assert type(back) is StoredHits and back == hits  # the lone surrogate survives
