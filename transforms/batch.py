@@ -35,11 +35,11 @@ submission record, so the two never see each other's batches).
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.key import response_key_from_content
 from beameval.config.schema import EvalConfig
@@ -57,6 +57,7 @@ from beameval.inference.classify import classify
 from beameval.inference.prepared import canonical_json, request_hash_from_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
+from transforms.async_calls import in_global_window
 from transforms.batch_endpoint import (
     PENDING,
     BatchEndpoint,
@@ -79,11 +80,13 @@ _Request = tuple[int, int, str, Any, "str | None", list[str], str]
 
 
 class KeyBatchRequests(beam.DoFn):
-    """``InputRow | GeneratedRow`` -> ``((scope, shard), (url, request))``, or ``(key, (None, row))`` to pass on.
+    """``InputRow | GeneratedRow`` -> ``((scope, shard), PackedRows of (url, request))``; ``(None, row)`` to pass on.
 
     Rows already answered (or failed) travel under their shard's key too, so every row of
     the stage leaves it from one step (``RunBatches``): a ``Flatten`` of two steps' outputs
-    would make the local runner hold every emitted row before scoring.
+    would make the local runner hold every emitted row before scoring. A bundle's values of
+    one key go as one compressed ``PackedRows`` (up to ``_PACK_ROWS``): the local runner
+    holds a ``GroupByKey``'s whole input, and packed it is a fraction of the requests' size.
     """
 
     def __init__(self, config: EvalConfig) -> None:
@@ -95,52 +98,55 @@ class KeyBatchRequests(beam.DoFn):
         self._handler = make_handler(config.target, config.params, None)  # builds requests only
         self._model = config.target.model
 
-    def process(self, row: InputRow | GeneratedRow) -> Iterator[Any]:
+    def start_bundle(self) -> None:
+        self._packs: dict[tuple[str, int], PackedRows] = {}
+
+    def process(self, row: InputRow | GeneratedRow) -> Iterator[tuple[tuple[str, int], PackedRows]]:
+        key = shard_key(TARGET_SCOPE, row.row_index, self._model)
+        pack = self._packs.setdefault(key, PackedRows())
+        pack.append(self._value(row))
+        if len(pack) >= _PACK_ROWS:
+            yield key, self._packs.pop(key)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for key, pack in self._packs.items():
+            yield in_global_window((key, pack))
+        self._packs = {}
+
+    def _value(self, row: InputRow | GeneratedRow) -> tuple[str | None, Any]:
+        """``(url, request)`` to send, or ``(None, row)`` for a row with nothing to send."""
         if isinstance(row, GeneratedRow):  # answered from the store or the journal
-            yield self._through(row)
-            return
+            return None, row
         if row.failure is not None or row.item is None:
-            done = GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
-            yield self._through(done)
-            return
+            return None, GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
         try:
             prepared = target_request(self._handler, row)
             content = canonical_json(prepared.body)
         except (EvaluatorError, TypeError, ValueError) as exc:
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
-            yield self._through(
-                GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
-            )
-            return
+            return None, GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
         key = response_key_from_content(
             prepared.url, content, row.sample_index, prepared.headers, self._handler.secrets
         )  # the key online mode uses: a batch answer and an online answer are interchangeable in the store
-        # A key holds about one batch of requests: each as a plain tuple, the body once, no prompt (or cid, hash).
-        request = (row.row_index, row.sample_index, key, row.item, row.raw, row.notes, content.decode("utf-8"))
-        yield shard_key(TARGET_SCOPE, row.row_index, self._model), _pack((prepared.url, request))
-
-    def _through(self, row: GeneratedRow) -> tuple[tuple[str, int], bytes]:
-        """A row with nothing to send, under its shard's key (url None): ``RunBatches`` emits it as it is."""
-        return shard_key(TARGET_SCOPE, row.row_index, self._model), _pack((None, row))
+        # Each request as a plain tuple, the body once, no prompt (or cid, hash).
+        return prepared.url, (row.row_index, row.sample_index, key, row.item, row.raw, row.notes, content.decode())
 
 
-def _pack(value: tuple[str | None, Any]) -> bytes:
-    """One grouped value as one bytes object, unpacked by ``_passed_on``.
-
-    The local runner holds a group's values decoded, and a request decoded into tuples,
-    dicts and strings takes several times its pickled size (1 KB against 0.3 KB).
-    """
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+#: Values per ``PackedRows`` a bundle emits for one key.
+_PACK_ROWS = 1000
 
 
-def _passed_on(grouped: Iterable[Any], through: list[GeneratedRow]) -> Iterator[Any]:
+def _passed_on(grouped: Iterable[PackedRows | None], through: list[GeneratedRow]) -> Iterator[Any]:
     """The group's requests (and trigger), unpacked; its rows with nothing to send go into ``through``."""
-    for packed in grouped:
-        item = None if packed is None else pickle.loads(packed)  # noqa: S301 - this stage's own values
-        if item is not None and item[0] is None:
-            through.append(item[1])
-        else:
-            yield item
+    for pack in grouped:
+        if pack is None:  # the collect trigger
+            yield None
+            continue
+        for item in pack:
+            if item[0] is None:
+                through.append(item[1])
+            else:
+                yield item
 
 
 class RunBatches(beam.DoFn):
