@@ -35,6 +35,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from beameval.cache.journal_index import row_token
 from beameval.cache.recording import RecordingHandler, journal_answer
 from beameval.core.crash_points import fail_once
 from beameval.core.redaction import Redactor
@@ -122,23 +123,22 @@ class CallPlan(abc.ABC, Generic[In, Out]):
         counter_prefix: prefixes the stage's Beam counters (``journal_hits``).
         crash_point: names the failure tests inject once after a bundle's answers
             (``beameval.core.crash_points``); None: none.
+        max_pending: calls in flight from which the stage waits for a completion before
+            taking another element (set by ``setup``: a few per slot of the plan's engines,
+            so they never wait for the DoFn).
     """
 
     counter_prefix = ""
     crash_point: str | None = None
+    max_pending = 1
 
     @abc.abstractmethod
     def setup(self, journalled: bool) -> None:
         """Build handlers and engines on the worker; ``journalled``: the calls need response keys."""
 
-    @property
-    @abc.abstractmethod
-    def max_pending(self) -> int:
-        """Calls in flight from which the stage waits for a completion before taking another element."""
-
-    @abc.abstractmethod
-    def token(self, element: In) -> str:
-        """The element's identity in the journal (``journal_index.row_token`` for rows)."""
+    def token(self, element: Any) -> str:
+        """The element's identity in the journal: a row's ``journal_index.row_token``."""
+        return row_token(element.row_index, element.sample_index)
 
     @abc.abstractmethod
     def plan(self, element: In) -> Planned[Any] | Ready[Out]:

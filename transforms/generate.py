@@ -20,7 +20,6 @@ from typing import Any
 
 from apache_beam.metrics import Metrics
 
-from beameval.cache.journal_index import row_token
 from beameval.cache.key import prepared_key, response_key_from_content
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
@@ -98,7 +97,7 @@ class TargetCalls(CallPlan[InputRow | GeneratedRow, GeneratedRow]):
         self._engine = InferenceEngine.for_endpoint(self._handler, config.target.endpoint, params, self._run_id, heard)
         self._endpoint = LiveEndpoint(self._handler, self._engine, self._redactor, params.max_retries)
         # Keep a few requests queued per slot so the engine never waits for the DoFn.
-        self._max_pending = 2 * params.parallelism
+        self.max_pending = 2 * params.parallelism
         self._strict = not params.ignore_request_failure
         self._requests = Metrics.counter(NAMESPACE, "requests")
         self._retries = Metrics.counter(NAMESPACE, "retries")
@@ -109,13 +108,6 @@ class TargetCalls(CallPlan[InputRow | GeneratedRow, GeneratedRow]):
         self._limit = Metrics.gauge(NAMESPACE, "concurrency_limit")
         self._peak_in_flight = Metrics.gauge(NAMESPACE, "peak_in_flight")
         self._failures_by_class: dict[str, Any] = {}
-
-    @property
-    def max_pending(self) -> int:
-        return self._max_pending
-
-    def token(self, row: InputRow | GeneratedRow) -> str:
-        return row_token(row.row_index, row.sample_index)
 
     def plan(self, row: InputRow | GeneratedRow) -> Planned[InputRow] | Ready[GeneratedRow]:
         if isinstance(row, GeneratedRow):  # answered from the response store (transforms.cache)

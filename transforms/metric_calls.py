@@ -23,7 +23,6 @@ from typing import Any
 
 from apache_beam.metrics import Metrics
 
-from beameval.cache.journal_index import row_token
 from beameval.cache.key import prepared_key
 from beameval.config.params import Params
 from beameval.core.errors import EvaluatorError
@@ -141,18 +140,11 @@ class MetricCalls(CallPlan[GeneratedRow, GeneratedRow]):
         self._endpoints = endpoints
         self._redactors = {endpoint.key: endpoint.live.redactor for endpoint in endpoints}
         # Keep a few requests queued per slot so the engines never wait for the DoFn.
-        self._max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
+        self.max_pending = 2 * sum(endpoint.metric.endpoint_settings.parallelism for endpoint in endpoints)
         self._requests = Metrics.counter(NAMESPACE, "metric_requests")
         self._attempts = Metrics.counter(NAMESPACE, "metric_request_attempts")
         self._failed = Metrics.counter(NAMESPACE, "metric_requests_failed")
         self._latency = Metrics.distribution(NAMESPACE, "metric_latency_ms")
-
-    @property
-    def max_pending(self) -> int:
-        return self._max_pending
-
-    def token(self, row: GeneratedRow) -> str:
-        return row_token(row.row_index, row.sample_index)
 
     def plan(self, row: GeneratedRow) -> Planned[_RowReplies] | Ready[GeneratedRow]:
         if row.failure is not None or row.item is None or not self._endpoints:

@@ -99,13 +99,9 @@ class _RetrievalCalls(CallPlan[tuple[Any, Any, StoredResponse | None], tuple[Any
         self._redactor = Redactor(endpoint.access.secret_values())
         engine = InferenceEngine.for_endpoint(self._handler, endpoint.access, params, endpoint.run_id)
         self._live = LiveEndpoint(self._handler, engine, self._redactor, params.max_retries)
-        self._max_pending = 2 * params.parallelism
+        self.max_pending = 2 * params.parallelism
         self._requests = Metrics.counter(NAMESPACE, f"{endpoint.name}_requests")
         self._hits = Metrics.counter(NAMESPACE, f"{endpoint.name}_cache_hits")
-
-    @property
-    def max_pending(self) -> int:
-        return self._max_pending
 
     def token(self, element: tuple[Any, Any, StoredResponse | None]) -> str:
         """A query's row (``(row_index, sample_index)``), or a corpus batch's number (``(number, ids)``)."""
