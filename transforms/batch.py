@@ -35,6 +35,7 @@ submission record, so the two never see each other's batches).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -111,7 +112,6 @@ class KeyBatchRequests(beam.DoFn):
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for key, pack in self._packs.items():
             yield in_global_window((key, pack))
-        self._packs = {}
 
     def _value(self, row: InputRow | GeneratedRow) -> tuple[str | None, Any]:
         """``(url, request)`` to send, or ``(None, row)`` for a row with nothing to send."""
@@ -191,13 +191,7 @@ class RunBatches(beam.DoFn):
         if not self._packed:
             yield from rows
             return
-        pack = PackedRows()
-        for row in rows:
-            pack.append(row)
-            if len(pack) == OFFLINE_BATCH_ROWS:
-                yield pack
-                pack = PackedRows()
-        if pack:
+        while pack := PackedRows(itertools.islice(rows, OFFLINE_BATCH_ROWS)):
             yield pack
 
     def _rows(self, keyed: tuple[tuple[str, int], Any]) -> Iterator[GeneratedRow]:
@@ -272,13 +266,8 @@ class BatchSamples(beam.PTransform):
         endpoints = [(TARGET_SCOPE, TARGET_SCOPE, self._config.target.model)]
         trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectTrigger")
         grouped = (keyed, trigger) | "WithTrigger" >> beam.Flatten() | "RequestsByShard" >> beam.GroupByKey()
-        config, journal, output, run_id, packed = (
-            self._config,
-            self._journal_dir,
-            self._output,
-            self._run_id,
-            self._packed,
-        )
+        config, journal, output, run_id = self._config, self._journal_dir, self._output, self._run_id
+        packed = self._packed
         return submit_then_collect(
             grouped, lambda collect: RunBatches(config, journal, output, run_id, collect, packed), "Batches"
         )
