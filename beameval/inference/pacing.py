@@ -203,10 +203,7 @@ class Pacer:
         if headers is not None:
             self._observe(headers, now)
             self._last_headers = headers
-        if not self._replied:
-            self._replied = True
-            if self._first_reply is not None:
-                self._first_reply.set()
+        self._mark_replied()
         self._probing = False
         ok = status is not None and 200 <= status < 300
         learnt = self._learnt
@@ -253,9 +250,14 @@ class Pacer:
         if heard.endpoint_key != self._endpoint_key or self._replied:
             return
         self._observe(heard.mapping(), self._clock())
-        self._replied = True
-        if self._first_reply is not None:
-            self._first_reply.set()
+        self._mark_replied()
+
+    def _mark_replied(self) -> None:
+        """The endpoint's limits (or their absence) are known: requests waiting on the lone first one go."""
+        if not self._replied:
+            self._replied = True
+            if self._first_reply is not None:
+                self._first_reply.set()
 
     async def aclose(self) -> None:
         """Cancel pending corrections and close the shared budget's Redis connections."""
