@@ -93,7 +93,7 @@ class InferenceEngine:
             max_response_bytes=handler.max_response_bytes,
         )
         self._client_headers = handler.headers
-        self.limiter = AdaptiveLimiter(parallelism)
+        self.limiter = AdaptiveLimiter(parallelism, on_ramp=self._ramped)
         self.pacer = Pacer(quota or EndpointQuota(), self.endpoint_key, max_wait_s=self.request_timeout)
         self._rng = rng or random.Random()
         self._policies: dict[tuple[int, bool], RetryPolicy] = {}
@@ -297,6 +297,11 @@ class InferenceEngine:
                 max_retries=max_retries, rng=self._rng, sleep=sleep, max_wait=self.max_retry_wait
             )
         return policy
+
+    def _ramped(self) -> bool:
+        """Start what a ramp step of the limiter let in; say whether jobs still wait for it."""
+        self._pump()
+        return bool(self._inbox)
 
     def _drain(self) -> None:
         self._drain_scheduled = False

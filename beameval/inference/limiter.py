@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 
 from beameval.inference.classify import Failure
 
-__all__ = ["AdaptiveLimiter"]
+__all__ = ["RAMP_S", "AdaptiveLimiter"]
+
+#: Seconds over which slow start, while every slot is taken, opens the rest of them without a reply.
+RAMP_S = 0.1
 
 
 class AdaptiveLimiter:
@@ -27,6 +31,15 @@ class AdaptiveLimiter:
       241 rows/s between runs when the limit started at 64). Starting at 8 instead cost
       every run three round trips of ramp, 1.5-3% of a 14 s run at 100 ms with 2
       processes, for no gain against that endpoint (242 rows/s, slowest of three, both).
+    * Ramp: with ``on_ramp`` given, while slow start has every slot taken the limit also
+      grows by one every ``RAMP_S / (max_limit - initial_limit)`` seconds, reaching
+      ``max_limit`` within ``RAMP_S`` without a reply, and stops at the first overload: a
+      refusal at admission (429 or 503 before any work, as gateways and capacity limits
+      answer) comes back within a network round trip, a step or two, while a healthy
+      endpoint no longer gets a half-empty first round trip (at 200 ms and ``parallelism``
+      64, 1,000 rows took 17 round trips instead of 16: 0.89 of the ideal rate, now 0.92).
+      Only while full: a pacer holding requests back (the lone first request, a rate) is
+      not the limit's evidence of anything.
     * Decrease: hard overload (429, 503) takes 30% off, ``max(1, min(limit - 1, int(limit * 0.7)))``
       (CUBIC's factor: halving left a 16-request endpoint at 8 for two round trips of every
       cycle, 194 rows/s against 212 with 0.7, measured with 2,000 requests at 50 ms);
@@ -60,6 +73,8 @@ class AdaptiveLimiter:
     Args:
         max_limit: the cap (``params.parallelism``), at least 1.
         initial_limit: where slow start begins.
+        on_ramp: called on the loop after each ramp step (which may let a queued request
+            start); returns whether requests still wait for the limit. None: no ramp.
         growth_divisor: in the fast region, successes per +1 are ``limit // growth_divisor``.
         soft_factor: multiplicative decrease on soft overload.
         hard_factor: multiplicative decrease on hard overload.
@@ -73,6 +88,9 @@ class AdaptiveLimiter:
         "_slow_start",
         "_limit",
         "_next_ticket",
+        "_on_ramp",
+        "_ramp_step",
+        "_ramping",
         "_hard_factor",
         "_soft_factor",
         "_waiters",
@@ -93,12 +111,16 @@ class AdaptiveLimiter:
         growth_divisor: int = 8,
         soft_factor: float = 0.8,
         hard_factor: float = 0.7,
+        on_ramp: Callable[[], bool] | None = None,
     ) -> None:
         if max_limit < 1:
             raise ValueError(f"max_limit must be at least 1, got {max_limit}")
         self.max_limit = max_limit
         self._limit = max(1, min(max_limit, initial_limit))
         self._slow_start = True
+        self._on_ramp = on_ramp
+        self._ramp_step = RAMP_S / max(1, max_limit - self._limit)
+        self._ramping = False
         self._growth_divisor = max(1, growth_divisor)
         self._soft_factor = soft_factor
         self._hard_factor = hard_factor
@@ -166,6 +188,16 @@ class AdaptiveLimiter:
         self._window_end = self._next_ticket
         self._window_remaining = self._in_flight
 
+    def _ramp(self) -> None:
+        """One ramp step, while slow start lasts and every slot is taken; then the next, while requests wait."""
+        if self._slow_start and self._in_flight >= self._limit and self._limit < self.max_limit:
+            self._limit += 1
+            self._wake()  # _ramping stays set: a slot granted here must not start a second clock
+            if self._on_ramp is not None and self._on_ramp():
+                asyncio.get_running_loop().call_later(self._ramp_step, self._ramp)
+                return
+        self._ramping = False
+
     def _successes_per_step(self) -> int:
         if self._slow_start:
             return 1
@@ -180,6 +212,9 @@ class AdaptiveLimiter:
         self._in_flight += 1
         if self._in_flight > self.peak:
             self.peak = self._in_flight
+        if self._in_flight >= self._limit and self._slow_start and not self._ramping and self._on_ramp is not None:
+            self._ramping = True  # full: the ramp's clock runs
+            asyncio.get_running_loop().call_later(self._ramp_step, self._ramp)
         ticket = self._next_ticket
         self._next_ticket = ticket + 1
         return ticket

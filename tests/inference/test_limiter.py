@@ -284,3 +284,82 @@ def test_a_hard_overload_takes_thirty_percent_off_by_default_and_always_at_least
             assert limiter.limit == expected, (start, limiter.limit)
 
     run(main())
+
+
+async def _hold_slots(limiter: AdaptiveLimiter, callers: int, gate: asyncio.Event, answer=None) -> list:
+    """``callers`` tasks that each take a slot and hold it until ``gate`` is set, recording ``answer``."""
+
+    async def caller():
+        async with limiter.slot():
+            await gate.wait()
+            limiter.record(answer)
+
+    tasks = [asyncio.create_task(caller()) for _ in range(callers)]
+    await asyncio.sleep(0)
+    return tasks
+
+
+def test_slow_start_full_opens_its_remaining_slots_over_the_ramp_without_a_reply():
+    async def main():
+        gate = asyncio.Event()
+        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)  # slow start at 32
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        tasks = await _hold_slots(limiter, 100, gate)
+        assert limiter.in_flight == 32
+        await asyncio.sleep(0.03)
+        partway = limiter.in_flight
+        await asyncio.sleep(0.12)
+        assert 34 <= partway <= 50, partway  # one more every 0.1 s / 32, not all at once
+        assert limiter.in_flight == limiter.limit == 64 and loop.time() - started < 0.2
+        gate.set()
+        await asyncio.gather(*tasks)
+
+    run(main())
+
+
+def test_an_overload_ends_the_ramp_where_it_was_cut():
+    async def main():
+        gate = asyncio.Event()
+        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)
+        tasks = await _hold_slots(limiter, 100, gate)
+        await asyncio.sleep(0.012)
+        limiter.record(HARD)  # a 429 at admission, a few steps into the ramp
+        cut = limiter.limit
+        assert 22 <= cut <= 26, cut  # 0.7 x (32 + the few steps taken)
+        await asyncio.sleep(0.15)
+        assert limiter.limit == cut
+        gate.set()
+        await asyncio.gather(*tasks)
+
+    run(main())
+
+
+def test_no_ramp_while_slots_are_free_or_nothing_waits():
+    async def main():
+        gate = asyncio.Event()
+        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)
+        tasks = await _hold_slots(limiter, 20, gate)  # a pacer holds the rest back: the limit is not full
+        await asyncio.sleep(0.05)
+        assert limiter.limit == 32
+        tasks += await _hold_slots(limiter, 12, gate)  # exactly full, nobody queued: one step, then it pauses
+        await asyncio.sleep(0.05)
+        assert limiter.limit == 33
+        gate.set()
+        await asyncio.gather(*tasks)
+        assert limiter.limit == 64  # slow start's +1 per success (32 answers) still applies
+
+    run(main())
+
+
+def test_without_on_ramp_a_full_slow_start_waits_for_replies():
+    async def main():
+        gate = asyncio.Event()
+        limiter = AdaptiveLimiter(64)
+        tasks = await _hold_slots(limiter, 100, gate)
+        await asyncio.sleep(0.15)
+        assert limiter.limit == 32 and limiter.in_flight == 32
+        gate.set()
+        await asyncio.gather(*tasks)
+
+    run(main())
