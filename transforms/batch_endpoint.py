@@ -11,7 +11,6 @@ abandon batches the provider still runs.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -101,14 +100,13 @@ def budget_charge(
 ) -> Callable[[Sequence[BatchRequest]], bool] | None:
     """Charges a batch's estimated cost (batch-priced) to the run's budget before it is submitted; None: no budget.
 
-    The whole estimate (prompt estimate + ``max_tokens`` per request) is spent when the batch
-    is submitted: the answers arrive in one piece, possibly in a later invocation.
+    The whole estimate (prompt estimate + ``max_tokens`` per request) is held in the job's
+    budget, the one every online request of every endpoint reserves from (``RunBudget.hold``;
+    with the job's ledger, leased from what all worker processes share), when the batch is
+    submitted: the answers arrive in one piece, possibly in a later invocation.
     """
-    # The check is this process's, on the estimate (``params.budget`` less the job's earlier spend, as
-    # job_config leaves it); the job's ledger records what the answers really used (``BatchEndpoint.record_usage``).
-    quota = dataclasses.replace(EndpointQuota.of(model, params, job), ledger=None)
-    budget = RunBudget.of(quota)
-    if budget is None:
+    budget = RunBudget.of(EndpointQuota.of(model, params, job))  # the job's, as every online request's
+    if budget is None or (budget.max_tokens is None and budget.max_usd is None):
         return None
     pricing = model.pricing
 
@@ -118,10 +116,7 @@ def budget_charge(
             prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
             tokens += prompt + completion
             usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-        if budget.try_reserve(tokens, usd) != "reserved":
-            return False
-        budget.settle(tokens, usd, tokens, usd)
-        return True
+        return budget.hold(tokens, usd)
 
     return charge
 

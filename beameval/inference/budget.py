@@ -70,6 +70,8 @@ class RunBudget:
         self.spent_usd = 0.0
         self._reserved_tokens = 0.0
         self._reserved_usd = 0.0
+        self._held_tokens = 0.0  # batch estimates charged here (``hold``): they take room, they are not spend
+        self._held_usd = 0.0
         self.stopped = False
         self._lock = threading.Lock()
         self._settled: asyncio.Event | None = None
@@ -157,6 +159,22 @@ class RunBudget:
             self._reserved_usd += usd
             return "reserved"
 
+    def hold(self, tokens: float, usd: float) -> bool:
+        """Take room for a batch's estimate before it is submitted, from the same budget as every request.
+
+        False (nothing taken) when the job's budget cannot hold it. What is held stays held in
+        this process: a batch is paid for in one piece when its answers arrive, possibly in a
+        later invocation, and what they used is settled (and recorded in the job's ledger) as
+        any reply is, so the estimate is never recorded as spend. A process that also collects
+        the batch counts both until it ends: it may stop early, never spend past the budget.
+        """
+        with self._lock:
+            if self.stopped or (not self._fits(tokens, usd) and not self._lease(tokens, usd)):
+                return False
+            self._held_tokens += tokens
+            self._held_usd += usd
+            return True
+
     def _fits(self, tokens: float, usd: float) -> bool:
         """Whether a reservation fits in what the process may spend now (its caps, or its leases)."""
         return (self.max_tokens is None or self._lacking(tokens, usd)[0] <= 0) and (
@@ -165,8 +183,8 @@ class RunBudget:
 
     def _lacking(self, tokens: float, usd: float) -> tuple[float, float]:
         return (
-            self.spent_tokens + self._reserved_tokens + tokens - self._limit_tokens,
-            self.spent_usd + self._reserved_usd + usd - self._limit_usd,
+            self.spent_tokens + self._reserved_tokens + self._held_tokens + tokens - self._limit_tokens,
+            self.spent_usd + self._reserved_usd + self._held_usd + usd - self._limit_usd,
         )
 
     def _lease(self, tokens: float, usd: float) -> bool:

@@ -7,6 +7,7 @@ after ``wait: false``, and the run's budget: each leaked money or blocked ``--re
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,64 @@ def test_a_batch_judge_s_answers_are_the_job_s_spend(judge_server, write_jsonl, 
     assert budget["spent_tokens"] == 6 * ROWS + judge_tokens  # the target's answers (first run), the judge's (resume)
     assert math.isclose(budget["spent_usd"], target_usd + judge_usd, abs_tol=1e-6)
     assert math.isclose(usage["cost_usd"]["total"], target_usd + judge_usd, abs_tol=1e-9)
+
+
+def test_batch_target_and_batch_judge_share_one_budget(write_jsonl, run_eval):
+    """A target and a judge in batch mode hold their estimates in one budget: the judge's batches, which come
+    second, find no room left (each holding the whole ``params.budget`` would have let the job spend twice it)."""
+    target_estimate = sum(math.ceil(len(row["question"]) / 4) + 256 for row in DATA)
+    with ServerProcess() as target, ServerProcess() as judge:
+        judge.configure(rules=JUDGE_RULES)
+        for server in (target, judge):
+            server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
+        config = two_endpoints(write_jsonl(DATA), target, judge)
+        config["params"]["budget"] = {"max_tokens": target_estimate}  # the target's batches, not one more request
+        result = run_eval(config)
+        assert result.code == 5, result.stderr
+        assert (target.batches()["batches_created"], judge.batches()["batches_created"]) == (3, 0)
+        assert judge.batches()["files_uploaded"] == 0
+        counts = result.results["counts"]
+        assert counts["skipped"] == ROWS and result.results["stopped"] == "budget"
+
+
+def _batch_estimate(server: ServerProcess) -> list[int]:
+    """Each batch's estimate as charged before submission: per line, the characters of its messages and of its
+    ``response_format`` as JSON / 4 rounded up, plus its ``max_tokens`` (from the uploaded input files, not by the
+    evaluator's estimator)."""
+    sizes = []
+    with httpx.Client(base_url=server.base_url) as provider:
+        for batch in server.batches()["batches"]:
+            input_file = provider.get(f"/batches/{batch['id']}").json()["input_file_id"]
+            total = 0
+            for line in provider.get(f"/files/{input_file}/content").text.splitlines():
+                body = json.loads(line)["body"]
+                assert set(body) <= {"model", "messages", "max_tokens", "response_format", "temperature"}, body
+                chars = sum(len(message["content"]) for message in body["messages"])
+                chars += len(json.dumps(body["response_format"])) if "response_format" in body else 0
+                total += math.ceil(chars / 4) + body["max_tokens"]
+            sizes.append(total)
+    return sorted(sizes)
+
+
+def test_online_target_and_batch_judge_share_one_budget(judge_server, write_jsonl, run_eval):  # noqa: F811
+    """Before: a batch's estimate was checked against a budget of its own in each process, blind to what the job's
+    online requests had spent: an online target and a batch judge could together pass ``params.budget``."""
+    config = judge_config(write_jsonl(DATA), judge_server)
+    config["target"]["model"]["pricing"] = TARGET_PRICE
+    free = run_eval(config)
+    assert_judged(free)
+    judge_batches_estimate = _batch_estimate(judge_server)
+    assert len(judge_batches_estimate) == 3
+    target_tokens = free.results["usage"]["prompt_tokens"] + free.results["usage"]["completion_tokens"]
+    assert target_tokens == 6 * ROWS  # "question N please" and its echo, 3 words each
+
+    # Room for every judge batch, or for the target's answers and all but one token of them: never both.
+    judge_server.reset()
+    config["params"]["budget"] = {"max_tokens": sum(judge_batches_estimate) + target_tokens - 1}
+    judge_server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
+    judge_server.configure(rules=JUDGE_RULES)
+    limited = run_eval(config)
+    assert limited.code == 5, limited.stderr
+    assert judge_server.batches()["batches_created"] == 2
+    assert limited.results["stopped"] == "budget"
+    assert limited.results["counts"]["skipped"] in (2, 5)  # the batch left out: 5 or 2 of the 12 rows
