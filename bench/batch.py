@@ -17,6 +17,7 @@ Usage::
     python bench/batch.py                  # 10^6 requests
     python bench/batch.py --rows 100000
     python bench/batch.py --smoke          # 2,000 requests in batches of 500, for CI
+    python bench/batch.py --judge          # and an LLM judge in batch mode: 2 x 10^6 requests
 
 Prints a markdown table and writes JSON to ``bench/results/batch-<time>.json`` (or ``--json``).
 """
@@ -42,21 +43,40 @@ from bench.scale import MEMORY_LIMIT_BYTES, dataset, online_config, run_once  # 
 MAX_REQUESTS = 50_000
 
 
-def batch_config(path: Path, base_url: str, max_requests: int) -> dict[str, Any]:
+#: The judge's prompt and the test server's reply to it (a valid verdict, so every row is scored).
+JUDGE_PROMPT = "JUDGE: {{ sample.output_text }} vs {{ item.answer }}"
+JUDGE_REPLY = {"match": "JUDGE:", "reply": '{"quality": "good"}'}
+RUBRIC = [{"label": "bad", "value": 0}, {"label": "good", "value": 1}]
+
+
+def batch_config(path: Path, base_url: str, max_requests: int, judge: bool = False) -> dict[str, Any]:
     config = online_config(path, base_url, parallelism=4)
-    config["target"]["model"].update(mode="batch", batch={"max_requests": max_requests, "poll_interval": 1.0})
+    batch = {"max_requests": max_requests, "poll_interval": 1.0}
+    config["target"]["model"].update(mode="batch", batch=batch)
+    if judge:
+        model = {"url": base_url, "name": "bench-judge", "format": "openai", "mode": "batch", "batch": batch}
+        config["metrics"].append(
+            {
+                "type": "llm-judge",
+                "model": model,
+                "prompt_template": {"messages": [{"role": "user", "content": JUDGE_PROMPT}]},
+                "scores": [{"name": "quality", "rubric": RUBRIC}],
+            }
+        )
     return config
 
 
-def measure(rows: int, max_requests: int, cache: Path, work: Path) -> dict[str, Any]:
+def measure(rows: int, max_requests: int, cache: Path, work: Path, judge: bool = False) -> dict[str, Any]:
     with ServerProcess() as server:
         server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
-        config = batch_config(dataset(cache, rows), server.base_url, max_requests)
+        if judge:
+            server.configure(rules=[JUDGE_REPLY])
+        config = batch_config(dataset(cache, rows), server.base_url, max_requests, judge)
         measured = run_once(config, work, f"batch-{rows}", ["--progress_interval=0"])
         state = server.batches()
         seen = [cid for batch in state["batches"] for cid in batch["custom_ids"]]
         measured.update(
-            mode="batch",
+            mode="batch" + (" + batch judge" if judge else ""),
             max_requests=max_requests,
             batches=state["batches_created"],
             lines_answered=state["lines_answered"],
@@ -70,9 +90,10 @@ def measure(rows: int, max_requests: int, cache: Path, work: Path) -> dict[str, 
 def table(result: dict[str, Any]) -> str:
     return "\n".join(
         [
-            "| requests | batches | wall s | CPU s | peak RSS tree MiB | peak RSS 1 proc MiB | lines answered |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {result['rows']:,} | {result['batches']} | {result['wall_s']:.1f} | {result['cpu_s']:.1f} | "
+            "| mode | rows | batches | wall s | CPU s | peak RSS tree MiB | peak RSS 1 proc MiB | lines answered |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {result['mode']} | {result['rows']:,} | {result['batches']} | {result['wall_s']:.1f} | "
+            f"{result['cpu_s']:.1f} | "
             f"{result['peak_rss_tree_mib']:,.0f} | {result['peak_rss_single_mib']:,.0f} | "
             f"{result['lines_answered']:,} |",
         ]
@@ -85,15 +106,18 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="2,000 requests in batches of 500")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "beam-llm-eval-bench")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--judge", action="store_true", help="add an LLM judge in batch mode (a request per row)")
     args = parser.parse_args()
     rows, max_requests = (2_000, 500) if args.smoke else (args.rows, MAX_REQUESTS)
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as work:
-        result = measure(rows, max_requests, args.cache, Path(work))
+        result = measure(rows, max_requests, args.cache, Path(work), args.judge)
     print(table(result))
     path = args.json or PROJECT_ROOT / "bench" / "results" / f"batch-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if result["under_2_gib"] and result["ok"] == result["rows"] and result["in_two_batches"] == 0 else 1
+    lines = result["rows"] * (2 if args.judge else 1)
+    answered = result["ok"] == result["rows"] and result["lines_answered"] == lines
+    return 0 if result["under_2_gib"] and answered and result["in_two_batches"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from transforms.progress import ProgressLines
 from transforms.read import ReadRows
 from transforms.render import RenderPrompts
 from transforms.retrieval import Retrieve
-from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch, unpacked_batches
+from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch, rows_of, unpacked_batches
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
@@ -199,10 +199,12 @@ def _evaluate(
         to_send = _to_send(samples, config, stored, rendered, in_batches)
         # A checkpoint after the paid calls: a later stage that fails (or a lost worker) never runs them again.
         if uses_batch_mode(config):  # the requests left after the lookup go, together, through the Batch API
-            # Its answers cross the checkpoint packed when every later stage takes row batches (no metric calls).
-            answer = BatchSamples(config, journal, output, run_id, packed=not metric_calls)
+            # Its answers cross the checkpoint packed; the metric calls take them one row at a time.
+            answer = BatchSamples(config, journal, output, run_id)
             generated = to_send | "BatchSamples" >> answer | "CheckpointGenerated" >> beam.Reshuffle()
-            if not metric_calls:
+            if metric_calls:
+                generated = generated | "UnpackGenerated" >> beam.FlatMap(rows_of)
+            else:
                 generated = generated | "RowBatches" >> beam.Map(unpacked_batches)
         elif in_batches:  # only the sent rows cross the checkpoint: the store's hits cost nothing to redo
             generate = GenerateSamples(config, run_id, journal, handed, joined)
@@ -226,10 +228,13 @@ def _evaluate(
         generated = generated | "CallMetricEndpoints" >> beam.ParDo(
             CallMetricEndpoints(config.metrics, journal, config.params, run_id, joined)
         )
-        if batch_metrics(config.metrics):  # judges in batch mode: their requests go, together, through the Batch API
-            batched = BatchMetricCalls(config.metrics, journal, output, config.params, run_id)
-            generated = generated | "BatchMetricCalls" >> batched
+        batched = bool(batch_metrics(config.metrics))
+        if batched:  # judges in batch mode: their requests go, together, through the Batch API
+            calls = BatchMetricCalls(config.metrics, journal, output, config.params, run_id)
+            generated = generated | "BatchMetricCalls" >> calls
         generated = generated | "CheckpointMetricCalls" >> beam.Reshuffle()
+        if batched:  # the rows that waited for a batch judge crossed the checkpoint packed
+            generated = generated | "RowBatches" >> beam.Map(unpacked_batches)
     offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
     if offline:  # batches in, batches out (transforms.row_batches)

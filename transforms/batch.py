@@ -60,6 +60,7 @@ from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
 from transforms.async_calls import in_global_window
 from transforms.batch_endpoint import (
+    PACK_ROWS,
     PENDING,
     BatchEndpoint,
     budget_charge,
@@ -86,7 +87,7 @@ class KeyBatchRequests(beam.DoFn):
     Rows already answered (or failed) travel under their shard's key too, so every row of
     the stage leaves it from one step (``RunBatches``): a ``Flatten`` of two steps' outputs
     would make the local runner hold every emitted row before scoring. A bundle's values of
-    one key go as one compressed ``PackedRows`` (up to ``_PACK_ROWS``): the local runner
+    one key go as one compressed ``PackedRows`` (up to ``PACK_ROWS``): the local runner
     holds a ``GroupByKey``'s whole input, and packed it is a fraction of the requests' size.
     """
 
@@ -106,7 +107,7 @@ class KeyBatchRequests(beam.DoFn):
         key = shard_key(TARGET_SCOPE, row.row_index, self._model)
         pack = self._packs.setdefault(key, PackedRows())
         pack.append(self._value(row))
-        if len(pack) >= _PACK_ROWS:
+        if len(pack) >= PACK_ROWS:
             yield key, self._packs.pop(key)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -132,10 +133,6 @@ class KeyBatchRequests(beam.DoFn):
         return prepared.url, (row.row_index, row.sample_index, key, row.item, row.raw, row.notes, content.decode())
 
 
-#: Values per ``PackedRows`` a bundle emits for one key.
-_PACK_ROWS = 1000
-
-
 def _passed_on(grouped: Iterable[PackedRows | None], through: list[GeneratedRow]) -> Iterator[Any]:
     """The group's requests (and trigger), unpacked; its rows with nothing to send go into ``through``."""
     for pack in grouped:
@@ -152,20 +149,17 @@ def _passed_on(grouped: Iterable[PackedRows | None], through: list[GeneratedRow]
 class RunBatches(beam.DoFn):
     """``((scope, shard), [(url, request)])`` -> a ``GeneratedRow`` per request: answered, failed, pending or skipped.
 
-    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``). With
-    ``packed`` the rows come out in ``PackedRows`` of up to ``OFFLINE_BATCH_ROWS``: what the
-    checkpoint after this stage holds is then compressed (on the local runner, all of it).
+    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``). The rows
+    come out in ``PackedRows`` of up to ``OFFLINE_BATCH_ROWS``: what the checkpoint after this
+    stage holds is compressed (on the local runner, all of it).
     """
 
-    def __init__(
-        self, config: EvalConfig, journal_dir: str, output: str, run_id: str, collect: bool, packed: bool = False
-    ) -> None:
+    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str, collect: bool) -> None:
         self._config = config
         self._journal_dir = journal_dir
         self._output = output
         self._run_id = run_id
         self._collect = collect
-        self._packed = packed
 
     def setup(self) -> None:
         config = self._config
@@ -184,13 +178,8 @@ class RunBatches(beam.DoFn):
             RunBudget.of(EndpointQuota.of(model, params, self._run_id)),  # the job's ledger, if any
         )
 
-    def process(
-        self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None
-    ) -> Iterator[GeneratedRow | PackedRows]:
+    def process(self, keyed: tuple[tuple[str, int], Any], _submitted: Any = None) -> Iterator[PackedRows]:
         rows = self._rows(keyed)
-        if not self._packed:
-            yield from rows
-            return
         while pack := PackedRows(itertools.islice(rows, OFFLINE_BATCH_ROWS)):
             yield pack
 
@@ -247,27 +236,22 @@ class RunBatches(beam.DoFn):
 
 
 class BatchSamples(beam.PTransform):
-    """Rows (and store answers) -> ``GeneratedRow``s, the unanswered ones answered through the Batch API.
+    """Rows (and store answers) -> ``PackedRows`` of ``GeneratedRow``s, the unanswered answered by the Batch API."""
 
-    ``packed``: emit ``PackedRows`` instead (for a graph whose later stages take row batches).
-    """
-
-    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str = "", packed: bool = False):
+    def __init__(self, config: EvalConfig, journal_dir: str, output: str, run_id: str = ""):
         super().__init__()
         self._config = config
         self._journal_dir = journal_dir
         self._output = output
         self._run_id = run_id
-        self._packed = packed
 
-    def expand(self, rows: beam.PCollection[Any]) -> beam.PCollection[GeneratedRow]:
+    def expand(self, rows: beam.PCollection[Any]) -> beam.PCollection[PackedRows]:
         keyed = rows | "KeyBatchRequests" >> beam.ParDo(KeyBatchRequests(self._config))
         assert self._config.target is not None and self._config.target.model is not None
         endpoints = [(TARGET_SCOPE, TARGET_SCOPE, self._config.target.model)]
         trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectTrigger")
         grouped = (keyed, trigger) | "WithTrigger" >> beam.Flatten() | "RequestsByShard" >> beam.GroupByKey()
         config, journal, output, run_id = self._config, self._journal_dir, self._output, self._run_id
-        packed = self._packed
         return submit_then_collect(
-            grouped, lambda collect: RunBatches(config, journal, output, run_id, collect, packed), "Batches"
+            grouped, lambda collect: RunBatches(config, journal, output, run_id, collect), "Batches"
         )

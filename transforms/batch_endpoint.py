@@ -49,6 +49,7 @@ from transforms.cache import files_for, journal_for
 from transforms.metric_cache import endpoint_metrics
 
 __all__ = [
+    "PACK_ROWS",
     "PENDING",
     "BatchEndpoint",
     "batch_metrics",
@@ -65,6 +66,8 @@ __all__ = [
     "uses_batch_mode",
 ]
 
+#: Values per ``PackedRows`` a bundle emits for one key of a batch stage's ``GroupByKey``.
+PACK_ROWS = 1000
 #: Why a request has no answer while its batch runs on at the provider.
 PENDING = "not answered yet: its batch is still running at the provider (rerun with --resume to collect it)"
 
