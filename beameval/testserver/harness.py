@@ -31,6 +31,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: Seconds a control request may take: ``GET /_batches`` after 2 x 10^6 batch lines lists each batch's ids.
+CONTROL_TIMEOUT_S = 120.0
+
+
 class ServerProcess:
     """``python -m beameval.testserver`` in a subprocess, as a context manager.
 
@@ -200,7 +204,7 @@ class ServerProcess:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         for attempt in (1, 2):  # the server may have closed an idle connection: reconnect once
             if self._client is None:
-                self._client = http.client.HTTPConnection(HOST, self.port, timeout=10.0)
+                self._client = http.client.HTTPConnection(HOST, self.port, timeout=CONTROL_TIMEOUT_S)
             try:
                 self._client.request(method, path, body=body, headers=headers)
                 response = self._client.getresponse()
