@@ -253,11 +253,16 @@ class AnswerFromStore(_TargetRequests):
 
 
 class AnswerHits(beam.DoFn):
-    """A list of ``AnswerFromStore``'s hits -> one ``RowBatch`` of cached GeneratedRows; a sent row passes through."""
+    """A list of ``AnswerFromStore``'s hits -> one ``RowBatch`` of cached GeneratedRows; a sent row -> a batch of one.
 
-    def process(self, element: GeneratedRow | StoredHits) -> Iterator[GeneratedRow | RowBatch]:
+    Every element out is a ``RowBatch``, so the PCollection (and scoring's) can be typed so
+    and Beam sizes its sampled elements from one row (``RowBatchCoder``), not by pickling
+    the whole batch.
+    """
+
+    def process(self, element: GeneratedRow | StoredHits) -> Iterator[RowBatch]:
         if not isinstance(element, StoredHits):
-            yield element
+            yield RowBatch([element])
             return
         yield RowBatch([_answered(digest, sample, InputRow(*fields)) for digest, sample, fields in element])
 

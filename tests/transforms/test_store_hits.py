@@ -96,9 +96,10 @@ def test_stored_hits_pickle_compressed_and_whole():
     assert len(encoded) < len(pickle.dumps(list(hits), pickle.HIGHEST_PROTOCOL)) / 3
 
 
-def test_a_sent_row_passes_answer_hits_unchanged():
+def test_a_sent_row_passes_answer_hits_unchanged_as_a_batch_of_one():
     row = GeneratedRow(0, {"q": "x"}, {"output_text": "y"})
-    assert list(AnswerHits().process(row)) == [row]
+    (batch,) = AnswerHits().process(row)
+    assert type(batch) is RowBatch and batch == [row] and batch[0] is row
 
 
 def _written(row: GeneratedRow) -> tuple[int, bool, str | None, str, bool]:
