@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 from beameval.cache.entry import StoredResponse
 from beameval.cache.files import Files, LocalFiles, is_remote
 from beameval.cache.journal import JournalWriter
-from beameval.cache.key import response_key_from_content
+from beameval.cache.key import response_digest
 from beameval.cache.recording import sample_from_stored
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
@@ -134,8 +134,8 @@ def request_keys(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tu
 def _keyed(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tuple[bytes, str, bytes]:
     """``request_keys`` and the body as sent (the ``request`` column): one serialisation for all three."""
     content = wire_bytes(prepared)
-    key = response_key_from_content(prepared.url, content, prepared.sample_index, prepared.headers, secrets)
-    return bytes.fromhex(key), request_hash_from_bytes(prepared.url, content), content
+    key = response_digest(prepared.url, content, prepared.sample_index, prepared.headers, secrets)
+    return key, request_hash_from_bytes(prepared.url, content), content
 
 
 #: The tagged output of ``AnswerFromStore`` with ``batched``: one list of a join bucket's hits.
