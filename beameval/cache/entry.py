@@ -160,7 +160,7 @@ def decode_entry(line: bytes | str) -> StoredResponse | None:
 #: ``json.loads`` with its defaults, built once.
 _DECODER = json.JSONDecoder()
 #: The value scanner under ``_DECODER.decode`` (what ``raw_decode`` calls), without its two whitespace matches.
-_SCAN = _DECODER.scan_once
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set in __init__, not in the stubs
 
 
 def _parse(line: bytes) -> StoredResponse | None:
