@@ -210,9 +210,8 @@ def _evaluate(
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             sent = to_send.misses | "GenerateSamples" >> beam.ParDo(generate)
             checked = sent | "CheckpointGenerated" >> beam.Reshuffle()
-            generated = (
-                (checked, to_send[STORED]) | "WithStored" >> beam.Flatten() | "AnswerHits" >> beam.ParDo(AnswerHits())
-            )
+            answer = beam.ParDo(AnswerHits()).with_output_types(RowBatch)
+            generated = (checked, to_send[STORED]) | "WithStored" >> beam.Flatten() | "AnswerHits" >> answer
         else:
             generate = GenerateSamples(config, run_id, journal, handed, joined)
             generated = to_send | "GenerateSamples" >> beam.ParDo(generate) | "CheckpointGenerated" >> beam.Reshuffle()
@@ -237,7 +236,7 @@ def _evaluate(
             generated = generated | "RowBatches" >> beam.Map(unpacked_batches)
     offline = _scores_offline(config)
     score = beam.ParDo(ScoreRows(config.metrics, config.dataset.id_field, config.target, from_input=offline))
-    if offline:  # batches in, batches out (transforms.row_batches)
+    if offline or generated.element_type is RowBatch:  # batches in, batches out (transforms.row_batches)
         score = score.with_output_types(RowBatch)
     scored = generated | "ScoreRows" >> score.with_outputs(ERRORS, main="rows")
     # results.json provenance: the dataset fingerprint, and the models seen in the target's replies

@@ -33,18 +33,42 @@ R = TypeVar("R")
 
 
 class RowBatch(list[Any]):
-    """Rows (InputRow, or ScoredRow after scoring) that travel as one Beam element."""
+    """Rows (InputRow, GeneratedRow, ScoredRow; a join bucket's pairs) that travel as one Beam element."""
 
 
 class PackedRows(list[Any]):
-    """Rows that cross a shuffle as one element, pickled whole and compressed (rows of one run repeat most bytes)."""
+    """Rows that cross a shuffle as one element, pickled whole and compressed (rows of one run repeat most bytes).
+
+    The compressed form is made once and kept: Beam encodes an element again to estimate
+    its size (the first ten of each PCollection and about ``10 ln n`` of ``n`` after), and a
+    decoded pack starts with the bytes it came from, so those estimates copy bytes instead
+    of pickling and compressing the rows again. Beam's elements are not changed once
+    emitted, so the kept bytes stay the rows' (pack first, then emit).
+    """
+
+    __slots__ = ("_packed",)
 
     def __reduce__(self) -> tuple[Any, tuple[type, bytes]]:
-        return _unpacked, (type(self), pack_bytes(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL)))
+        packed: bytes | None = getattr(self, "_packed", None)
+        if packed is None:
+            packed = self._packed = pack_bytes(self.dumps())
+        return _unpacked, (type(self), packed)
+
+    def dumps(self) -> bytes:
+        """The rows as bytes, before compression (``loads`` reads them back); a subclass may lay them out its way."""
+        return pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def loads(cls, data: bytes) -> list[Any]:
+        """The rows ``dumps`` wrote."""
+        rows: list[Any] = pickle.loads(data)  # noqa: S301 - this run's own rows
+        return rows
 
 
 def _unpacked(cls: type[PackedRows], payload: bytes) -> PackedRows:
-    return cls(pickle.loads(unpack_bytes(payload)))  # noqa: S301 - this run's own rows
+    rows = cls(cls.loads(unpack_bytes(payload)))
+    rows._packed = payload
+    return rows
 
 
 def unpacked_batches(element: Any) -> Any:

@@ -40,6 +40,7 @@ from beameval.cache.entry import (
 )
 from beameval.cache.entry import wanted_lines as find_lines
 from beameval.cache.store import SHARD_PATTERN, successors
+from transforms.row_batches import RowBatch
 
 __all__ = ["BUCKETS", "BatchByBucket", "JoinStored", "ReadResponses"]
 
@@ -198,11 +199,12 @@ class BatchByBucket(beam.DoFn):
         self._held = 0
 
 
-def _probe_batch(
-    bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]],
-) -> Iterator[list[tuple[Any, StoredResponse | None]]]:
-    """One bucket's batches -> one list of ``_probe``'s pairs (none when the bucket holds no request)."""
-    pairs = list(_probe(bucket))
+def _probe_batch(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[RowBatch]:
+    """One bucket's batches -> one ``RowBatch`` of ``_probe``'s pairs (none when the bucket holds no request).
+
+    A ``RowBatch`` so that Beam sizes the sampled ones from one pair (``RowBatchCoder``).
+    """
+    pairs = RowBatch(_probe(bucket))
     if pairs:
         yield pairs
 
@@ -244,9 +246,5 @@ class JoinStored(beam.PTransform):
         self._batched = batched
 
     def expand(self, requests: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> beam.PCollection[Any]:
-        return (
-            (requests, self._stored)
-            | "Both" >> beam.Flatten()
-            | "ByBucket" >> beam.GroupByKey()
-            | "Probe" >> beam.FlatMap(_probe_batch if self._batched else _probe)
-        )
+        probe = beam.FlatMap(_probe_batch).with_output_types(RowBatch) if self._batched else beam.FlatMap(_probe)
+        return (requests, self._stored) | "Both" >> beam.Flatten() | "ByBucket" >> beam.GroupByKey() | "Probe" >> probe

@@ -159,15 +159,20 @@ def decode_entry(line: bytes | str) -> StoredResponse | None:
 
 #: ``json.loads`` with its defaults, built once.
 _DECODER = json.JSONDecoder()
+#: The value scanner under ``_DECODER.decode`` (what ``raw_decode`` calls), without its two whitespace matches.
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set in __init__, not in the stubs
 
 
 def _parse(line: bytes) -> StoredResponse | None:
     try:
         if line.startswith(_PREFIX):  # ASCII first: UTF-8, as json.loads would detect it, without the detection
-            data = _DECODER.decode(line.decode("utf-8", "surrogatepass"))
+            text = line.decode("utf-8", "surrogatepass")
+            data, end = _SCAN(text, 0)  # the line starts with "{": no leading whitespace to skip
+            if end != len(text):  # more after the object: json.loads's own answer (whitespace passes, else an error)
+                data = _DECODER.decode(text)
         else:
             data = json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, StopIteration):  # UnicodeDecodeError included; StopIteration: no JSON value at all
         return None
     if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
         return None

@@ -11,7 +11,7 @@ request (a blue/green deployment selector) selects its own answer. What never go
 ``Authorization``, ``api-key``, ``x-api-key`` and any header whose value holds a
 configured key, so the key itself never changes (or enters) a key.
 
-The byte layout, defined once in ``response_key_from_content``: SHA-256 of
+The byte layout, defined once in ``response_digest``: SHA-256 of
 ``canonical_json(["beameval-response", KEY_VERSION, normalize_url(url), body,
 sample_index, [[header name lower-cased, value], ...]])``, headers sorted by name.
 ``KEY_VERSION`` is hashed too and stored in every entry: a change to what the key covers
@@ -37,6 +37,7 @@ __all__ = [
     "normalize_url",
     "prepared_key",
     "response_key",
+    "response_digest",
     "response_key_from_content",
 ]
 
@@ -128,24 +129,34 @@ def response_key_from_content(
     headers: Mapping[str, str] | None = None,
     secrets: Iterable[str] = (),
 ) -> str:
-    """``response_key`` for a body already serialised with ``canonical_json`` (the bytes sent): one dump per request.
+    """``response_key`` for a body already serialised with ``canonical_json`` (the bytes sent): one dump per request."""
+    return response_digest(url, content, sample_index, headers, secrets).hex()
+
+
+def response_digest(
+    url: str,
+    content: bytes,
+    sample_index: int = 0,
+    headers: Mapping[str, str] | None = None,
+    secrets: Iterable[str] = (),
+) -> bytes:
+    """The 32 bytes whose hex is ``response_key_from_content`` (the join's raw key, without hex and back).
 
     The one definition of the key's bytes: exactly ``canonical_json`` of the key's list,
-    built around the body's bytes.
+    built around the body's bytes. Everything but the body is the same for every row of a
+    run, so the hash of what comes before the body (``_key_head``) is made once and copied,
+    and what comes after it (``_key_tail``) is made once.
     """
-    digest = hashlib.sha256(_KEY_HEAD)
-    digest.update(_url_json(url))
-    digest.update(b",")
+    digest = _key_head(url).copy()
     digest.update(content)
-    digest.update(f",{int(sample_index)},".encode())
+    index = int(sample_index)
     secrets = tuple(secrets)
     try:
-        keyed = _headers_json(tuple(headers.items()) if headers else (), secrets)
+        tail = _key_tail(index, tuple(headers.items()) if headers else (), secrets)
     except TypeError:  # a value that cannot be a cache key: built as it always is (and refused there if not JSON)
-        keyed = canonical_json(keyed_headers(headers, secrets))
-    digest.update(keyed)
-    digest.update(b"]")
-    return digest.hexdigest()
+        tail = f",{index},".encode() + canonical_json(keyed_headers(headers, secrets)) + b"]"
+    digest.update(tail)
+    return digest.digest()
 
 
 # A run sends every row's request to the same URL with the same headers: their bytes in the
@@ -153,6 +164,18 @@ def response_key_from_content(
 @functools.lru_cache(maxsize=256)
 def _url_json(url: str) -> bytes:
     return json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=256)
+def _key_head(url: str) -> Any:
+    """SHA-256 after ``["beameval-response",VERSION,"url",``: copied (never updated) for each body."""
+    return hashlib.sha256(_KEY_HEAD + _url_json(url) + b",")
+
+
+@functools.lru_cache(maxsize=256)
+def _key_tail(sample_index: int, headers: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> bytes:
+    """``,INDEX,[[name,value],...]]``: what follows the body in the key's list."""
+    return f",{sample_index},".encode() + _headers_json(headers, secrets) + b"]"
 
 
 @functools.lru_cache(maxsize=256)

@@ -86,17 +86,16 @@ def wire_bytes(prepared: PreparedRequest) -> bytes:
 
 def request_hash_from_bytes(url: str, body_bytes: bytes) -> str:
     """``request_hash`` for a body already serialised with ``canonical_json`` (saves a second dump)."""
-    digest = hashlib.sha256(b"[")
-    digest.update(_url_json(url))
-    digest.update(b",")
+    digest = _hash_head(url).copy()
     digest.update(body_bytes)
     digest.update(b"]")
     return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=256)  # a run POSTs to a handful of URLs, once per row
-def _url_json(url: str) -> bytes:
-    return json.dumps(url, ensure_ascii=False).encode("utf-8")
+def _hash_head(url: str) -> Any:
+    """SHA-256 after ``["url",``, made once per URL: copied (never updated) for each body."""
+    return hashlib.sha256(b"[" + json.dumps(url, ensure_ascii=False).encode("utf-8") + b",")
 
 
 def request_hash(prepared: PreparedRequest) -> str:

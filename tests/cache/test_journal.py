@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from beameval.cache.entry import KEY_VERSION, choose, decode_entry, encode_entry, line_key
+from beameval.cache.entry import KEY_VERSION, StoredResponse, choose, decode_entry, encode_entry, line_key
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_key
 
@@ -36,6 +36,20 @@ def test_an_entry_line_round_trips_and_its_key_is_read_without_parsing():
     assert line_key(line.rstrip(b"\n")) == KEY
     entry = decode_entry(line)
     assert entry is not None and (entry.key, entry.response, entry.model) == (KEY, REPLY, "m")
+
+
+def test_a_line_decodes_as_json_loads_reads_it_whatever_follows_the_object():
+    """The store's own lines are scanned without ``json.loads``'s wrapper: same entry, same refusals."""
+    body = '{"text":"caf\u00e9 \\ud83d","n":[1.5,null]}'.encode()  # a reply's bytes as received: escapes kept
+    line = encode_entry(KEY, body, "m", 2.0).rstrip(b"\n")
+    for tail, parses in ((b"", True), (b"  \t\r", True), (b" x", False), (b"}", False), (b"{}", False)):
+        entry = decode_entry(line + tail)
+        assert (entry is not None) is parses, tail
+        if parses:
+            data = json.loads((line + tail).decode("utf-8", "surrogatepass"))
+            assert entry == StoredResponse(KEY, data["response"], "m", 2.0)
+    for cut in (1, 8, len(line) - 1):
+        assert decode_entry(line[:cut]) is None  # torn anywhere: no value, or an unfinished one
 
 
 def test_torn_lines_and_other_key_versions_yield_nothing():

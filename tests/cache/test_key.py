@@ -166,3 +166,37 @@ def test_the_key_from_the_wire_bytes_equals_the_key_from_the_body(url, body, sam
     prepared = PreparedRequest(url, body, {}, sample_index, content=content)
     assert prepared_key(prepared) == expected
     assert prepared == PreparedRequest(url, body, {}, sample_index)  # the cached bytes are not part of equality
+
+
+def _written_out_key(url: str, body: object, sample_index: int, headers: dict[str, str]) -> bytes:
+    """The key's definition from the module docstring, with nothing made once or cached."""
+    kept = sorted([name.lower(), value] for name, value in headers.items() if name.lower() != "authorization")
+    payload = ["beameval-response", KEY_VERSION, normalize_url(url), body, sample_index, kept]
+    written = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(written.encode()).digest()
+
+
+def test_keys_and_hashes_made_around_the_body_equal_the_written_out_definition_whatever_comes_in_turn():
+    """The parts before and after the body are made once per URL, index and headers: switching between them, and
+    bodies of any text (JSON escapes, control and non-BMP characters, line separators), changes nothing."""
+    from beameval.cache.key import response_digest
+    from beameval.inference.prepared import canonical_json, request_hash_from_bytes
+
+    urls = ["http://h:8000/v1/chat/completions", "HTTPS://Ex.COM:443/v1/x?q=é", 'http://h/"quoted"\\path']
+    header_sets = [{}, {"X-Deployment": "blue", "Authorization": "Bearer k"}, {"x-é": "✓ \u2028", "A": '\x00"'}]
+    texts = ["q", "é ✓ \u2028\u2029", "😀 \U0010ffff", '"\\/\b\f\n\r\t\x01\x7f', "", "\ufeff<script>"]
+    checked = 0
+    for round_ in range(2):
+        for i, text in enumerate(texts):
+            for url in urls:
+                for headers in header_sets:
+                    body = {"model": "m", "messages": [{"role": "user", "content": text}], "n": [i, 1.5, None, True]}
+                    index = (i + round_) % 3
+                    content = canonical_json(body)
+                    expected = _written_out_key(url, body, index, headers)
+                    assert response_digest(url, content, index, headers) == expected
+                    assert response_key_from_content(url, content, index, headers) == expected.hex()
+                    hashed = json.dumps([url, body], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                    assert request_hash_from_bytes(url, content) == hashlib.sha256(hashed.encode()).hexdigest()
+                    checked += 1
+    assert checked == 2 * len(texts) * len(urls) * len(header_sets)

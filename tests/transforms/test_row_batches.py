@@ -89,6 +89,7 @@ def test_only_offline_scoring_runs_on_batches(write_jsonl, tmp_path):
     assert offline_types[("ScoreRows/ParDo(ScoreRows)", None)] is RowBatch
     online_types = _element_types(online, tmp_path)
     assert online_types[("ReadRows/ReadSplits/ParDo(_ReadSplits)", None)] is not RowBatch
+    assert online_types[("ScoreRows/ParDo(ScoreRows)", None)] is not RowBatch
 
 
 def test_packed_rows_round_trip_compressed_and_become_a_row_batch():
@@ -104,3 +105,18 @@ def test_packed_rows_round_trip_compressed_and_become_a_row_batch():
     batch = unpacked_batches(back)
     assert type(batch) is RowBatch and batch == rows
     assert unpacked_batches(rows[0]) is rows[0]
+
+
+def test_packed_rows_are_compressed_once_and_a_decoded_pack_keeps_its_bytes(monkeypatch):
+    """Beam encodes a sampled element again to size it: the second encoding reuses the first's bytes."""
+    import transforms.row_batches as row_batches
+
+    calls = []
+    real = row_batches.pack_bytes
+    monkeypatch.setattr(row_batches, "pack_bytes", lambda data: calls.append(len(data)) or real(data))
+    packed = PackedRows(GeneratedRow(i, {"q": "x" * i}, {"output_text": str(i)}) for i in range(50))
+    first = pickle.dumps(packed, pickle.HIGHEST_PROTOCOL)
+    assert pickle.dumps(packed, pickle.HIGHEST_PROTOCOL) == first and len(calls) == 1
+    back = pickle.loads(first)
+    assert back == packed and pickle.dumps(back, pickle.HIGHEST_PROTOCOL) == first and len(calls) == 1
+    assert unpacked_batches(back) == list(packed)

@@ -96,9 +96,29 @@ def test_stored_hits_pickle_compressed_and_whole():
     assert len(encoded) < len(pickle.dumps(list(hits), pickle.HIGHEST_PROTOCOL)) / 3
 
 
-def test_a_sent_row_passes_answer_hits_unchanged():
+def test_stored_hits_keep_every_reply_value_and_type_and_pickle_what_marshal_refuses():
+    """Replies go by marshal, rows by pickle: each value comes back equal and of its type, in its hit."""
+    import datetime
+    import decimal
+
+    reply = {
+        "output_text": "caf\u00e9 \ud83d\ude00 \ud800",
+        "response": {"n": [1, -(2**70), 0.1, 1e308, -0.0, True, False, None], "nested": [[[{"k": ""}]]]},
+        "usage": {"prompt_tokens": 9, "completion_tokens": None},
+    }
+    item = {"when": datetime.date(2024, 1, 2), "price": decimal.Decimal("1.10"), "blob": b"\x00\xff", "arr": (1, 2)}
+    hits = StoredHits([("cd" * 32, reply, (0, item, None)), ("ef" * 32, {"output_text": "x"}, (1, {"q": "y"}, None))])
+    back = pickle.loads(pickle.dumps(hits, pickle.HIGHEST_PROTOCOL))
+    assert type(back) is StoredHits and back == hits
+    assert repr(back) == repr(hits)  # the same types throughout (a bool stays a bool, a tuple a tuple, -0.0 negative)
+    odd = StoredHits([("ab" * 32, {"output_text": "z", "extra": decimal.Decimal("2")}, (2, {"q": "z"}, None))])
+    assert pickle.loads(pickle.dumps(odd, pickle.HIGHEST_PROTOCOL)) == odd  # marshal refuses a Decimal: pickled
+
+
+def test_a_sent_row_passes_answer_hits_unchanged_as_a_batch_of_one():
     row = GeneratedRow(0, {"q": "x"}, {"output_text": "y"})
-    assert list(AnswerHits().process(row)) == [row]
+    (batch,) = AnswerHits().process(row)
+    assert type(batch) is RowBatch and batch == [row] and batch[0] is row
 
 
 def _written(row: GeneratedRow) -> tuple[int, bool, str | None, str, bool]:
