@@ -146,7 +146,9 @@ def _model(metric: EndpointMetric[Any]) -> ModelTarget:
 
 
 class RunMetricBatches(beam.DoFn):
-    """``((metric key, shard), [(url, request)])`` -> ``(token, (metric key, EndpointReply))`` per request.
+    """``((metric key, shard), packs of (url, request))`` -> ``(block, PackedRows of (token, key, EndpointReply))``.
+
+    One pack per block of rows (``JOIN_ROWS``) the group's requests came from.
 
     Without ``collect`` it only submits, and emits nothing (``submit_then_collect``).
     """
