@@ -22,7 +22,7 @@ It stands where ``GenerateSamples`` stands, after the response store and journal
   provider runs every key's batches at once, whatever order the keys are waited on in.
 
 Batch requests are charged to the run's budget (``params.budget``) before their batch is
-submitted (``budget_charge``): a batch that would cross it is not submitted, and its rows
+submitted (``BatchEndpoint.charge``): a batch that would cross it is not submitted, and its rows
 are ``skipped``.
 
 A request whose batch is still running comes out as a failed, not-sent row; the
@@ -63,7 +63,6 @@ from transforms.batch_endpoint import (
     PACK_ROWS,
     PENDING,
     BatchEndpoint,
-    budget_charge,
     by_url,
     collect_trigger,
     send_batches,
@@ -174,7 +173,6 @@ class RunBatches(beam.DoFn):
             params.request_timeout,
             TARGET_SCOPE,
             self._redactor,
-            budget_charge(params, model, self._run_id, TARGET_SCOPE),
             RunBudget.of(EndpointQuota.of(model, params, self._run_id)),  # the job's ledger, if any
         )
 

@@ -21,7 +21,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beameval.config.endpoints import ModelTarget
-from beameval.config.params import Params
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.redaction import Redactor
@@ -40,7 +39,6 @@ from beameval.inference.budget import RunBudget
 from beameval.inference.classify import classify
 from beameval.inference.estimate import estimate_tokens
 from beameval.inference.http_client import HttpClient
-from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
 from beameval.inference.targets.model_request import endpoint_urls
@@ -54,7 +52,6 @@ __all__ = [
     "BatchEndpoint",
     "batch_metrics",
     "batch_usage",
-    "budget_charge",
     "by_url",
     "collect_trigger",
     "in_batch_mode",
@@ -98,32 +95,6 @@ def _shard_of(requests: Sequence[tuple[str, str]], model: ModelTarget) -> int | 
     return None if found is None else int(found.group(1)) // model.batch.max_requests
 
 
-def budget_charge(
-    params: Params, model: ModelTarget, job: str, scope: str
-) -> Callable[[Sequence[BatchRequest]], bool] | None:
-    """Charges a batch's estimated cost (batch-priced) to the run's budget before it is submitted; None: no budget.
-
-    The whole estimate (prompt estimate + ``max_tokens`` per request) is held in the job's
-    budget, the one every online request of every endpoint reserves from (``RunBudget.hold``;
-    with the job's ledger, leased from what all worker processes share), when the batch is
-    submitted: the answers arrive in one piece, possibly in a later invocation.
-    """
-    budget = RunBudget.of(EndpointQuota.of(model, params, job))  # the job's, as every online request's
-    if budget is None or (budget.max_tokens is None and budget.max_usd is None):
-        return None
-    pricing = model.pricing
-
-    def charge(chunk: Sequence[BatchRequest]) -> bool:
-        tokens = usd = 0.0
-        for request in chunk:
-            prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
-            tokens += prompt + completion
-            usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-        return budget.hold(tokens, usd)
-
-    return charge
-
-
 def uses_batch_mode(config: EvalConfig) -> bool:
     """True when the target model is in ``mode: batch``."""
     model = config.target.model if config.target is not None else None
@@ -152,9 +123,9 @@ class BatchEndpoint:
         request_timeout: its per-attempt timeout (an upload or download gets at least 300 s).
         scope: its part of the submission record (``TARGET_SCOPE``, ``metric_scope(key)``).
         redactor: masks its key in what is recorded and in messages.
-        charge: charges a batch to the run's budget before it is submitted (``budget_charge``).
-        spend: the job's ledger (``RunBudget.of`` the endpoint's quota), where ``record_usage``
-            puts what each answer used; None without a budget or a ledger.
+        spend: the job's budget and ledger (``RunBudget.of`` the endpoint's quota): ``charge``
+            holds each batch's estimate in it, ``record_usage`` puts what each answer used;
+            None without a budget or a ledger.
 
     """
 
@@ -164,8 +135,27 @@ class BatchEndpoint:
     request_timeout: float | None
     scope: str
     redactor: Redactor
-    charge: Callable[[Sequence[BatchRequest]], bool] | None = None
     spend: RunBudget | None = None
+
+    def charge(self, chunk: Sequence[BatchRequest]) -> bool:
+        """Hold a batch's estimated cost (batch-priced) in the job's budget before it is submitted; False: no room.
+
+        The whole estimate (prompt estimate + ``max_tokens`` per request) is held in the
+        job's budget, the one every online request of every endpoint reserves from
+        (``RunBudget.hold``; with the job's ledger, leased from what all worker processes
+        share), when the batch is submitted: the answers arrive in one piece, possibly in a
+        later invocation. True at once without a budget.
+        """
+        budget = self.spend
+        if budget is None or (budget.max_tokens is None and budget.max_usd is None):
+            return True
+        pricing = self.model.pricing
+        tokens = usd = 0.0
+        for request in chunk:
+            prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
+            tokens += prompt + completion
+            usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
+        return budget.hold(tokens, usd)
 
     def record_usage(self, prompt: int | None, completion: int | None) -> None:
         """Record what one answer used (its tokens, batch-priced) in the job's ledger, when it is collected.

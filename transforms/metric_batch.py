@@ -55,7 +55,6 @@ from transforms.batch_endpoint import (
     PENDING,
     BatchEndpoint,
     batch_metrics,
-    budget_charge,
     by_url,
     collect_trigger,
     send_batches,
@@ -205,7 +204,6 @@ def _endpoint(key: str, metric: EndpointMetric[Any], params: Params, run_id: str
         settings.request_timeout,
         metric_scope(key),
         Redactor(access.secret_values()),
-        budget_charge(params, access, run_id, metric_scope(key)),
         RunBudget.of(EndpointQuota.of(access, params, run_id)),  # the job's ledger, if any
     )
 
