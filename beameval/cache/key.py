@@ -162,25 +162,16 @@ def response_digest(
 # A run sends every row's request to the same URL with the same headers: their bytes in the
 # key are made once, not once a row (three JSON dumps of the four a request's keys need).
 @functools.lru_cache(maxsize=256)
-def _url_json(url: str) -> bytes:
-    return json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8")
-
-
-@functools.lru_cache(maxsize=256)
 def _key_head(url: str) -> Any:
     """SHA-256 after ``["beameval-response",VERSION,"url",``: copied (never updated) for each body."""
-    return hashlib.sha256(_KEY_HEAD + _url_json(url) + b",")
+    url_json = json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(_KEY_HEAD + url_json + b",")
 
 
 @functools.lru_cache(maxsize=256)
 def _key_tail(sample_index: int, headers: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> bytes:
     """``,INDEX,[[name,value],...]]``: what follows the body in the key's list."""
-    return f",{sample_index},".encode() + _headers_json(headers, secrets) + b"]"
-
-
-@functools.lru_cache(maxsize=256)
-def _headers_json(headers: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> bytes:
-    return canonical_json(keyed_headers(dict(headers), secrets))
+    return f",{sample_index},".encode() + canonical_json(keyed_headers(dict(headers), secrets)) + b"]"
 
 
 def prepared_key(prepared: PreparedRequest, sample_index: int | None = None, secrets: Iterable[str] = ()) -> str:
