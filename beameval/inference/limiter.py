@@ -37,7 +37,7 @@ class AdaptiveLimiter:
       refusal at admission (429 or 503 before any work, as gateways and capacity limits
       answer) comes back within a network round trip, a step or two, while a healthy
       endpoint no longer gets a half-empty first round trip (at 200 ms and ``parallelism``
-      64, 1,000 rows took 17 round trips instead of 16: 0.89 of the ideal rate, now 0.92).
+      64, 1,000 rows took 17 round trips instead of 16: 0.897 of the ideal rate, now 0.93-0.94).
       Only while full: a pacer holding requests back (the lone first request, a rate) is
       not the limit's evidence of anything.
     * Decrease: hard overload (429, 503) takes 30% off, ``max(1, min(limit - 1, int(limit * 0.7)))``
