@@ -286,13 +286,19 @@ def test_a_hard_overload_takes_thirty_percent_off_by_default_and_always_at_least
     run(main())
 
 
-async def _hold_slots(limiter: AdaptiveLimiter, callers: int, gate: asyncio.Event, answer=None) -> list:
-    """``callers`` tasks that each take a slot and hold it until ``gate`` is set, recording ``answer``."""
+def _ramping() -> AdaptiveLimiter:
+    """Slow start at 32 of 64, ramping while callers wait, as the engine ramps it."""
+    limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)
+    return limiter
+
+
+async def _hold_slots(limiter: AdaptiveLimiter, callers: int, gate: asyncio.Event) -> list:
+    """``callers`` tasks that each take a slot and hold it until ``gate`` is set, then succeed."""
 
     async def caller():
         async with limiter.slot():
             await gate.wait()
-            limiter.record(answer)
+            limiter.record(None)
 
     tasks = [asyncio.create_task(caller()) for _ in range(callers)]
     await asyncio.sleep(0)
@@ -302,7 +308,7 @@ async def _hold_slots(limiter: AdaptiveLimiter, callers: int, gate: asyncio.Even
 def test_slow_start_full_opens_its_remaining_slots_over_the_ramp_without_a_reply():
     async def main():
         gate = asyncio.Event()
-        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)  # slow start at 32
+        limiter = _ramping()
         loop = asyncio.get_running_loop()
         started = loop.time()
         tasks = await _hold_slots(limiter, 100, gate)
@@ -321,7 +327,7 @@ def test_slow_start_full_opens_its_remaining_slots_over_the_ramp_without_a_reply
 def test_an_overload_ends_the_ramp_where_it_was_cut():
     async def main():
         gate = asyncio.Event()
-        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)
+        limiter = _ramping()
         tasks = await _hold_slots(limiter, 100, gate)
         await asyncio.sleep(0.012)
         limiter.record(HARD)  # a 429 at admission, a few steps into the ramp
@@ -338,7 +344,7 @@ def test_an_overload_ends_the_ramp_where_it_was_cut():
 def test_no_ramp_while_slots_are_free_or_nothing_waits():
     async def main():
         gate = asyncio.Event()
-        limiter = AdaptiveLimiter(64, on_ramp=lambda: limiter.waiting > 0)
+        limiter = _ramping()
         tasks = await _hold_slots(limiter, 20, gate)  # a pacer holds the rest back: the limit is not full
         await asyncio.sleep(0.05)
         assert limiter.limit == 32
