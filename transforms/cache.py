@@ -9,8 +9,8 @@ joins them with the rows' request keys in a bucketed hash join (one ``GroupByKey
 * target (here): ``KeyRequests`` builds each row's request from its rendered prompt,
   exactly as ``GenerateSamples`` does, and keys it; ``AnswerFromStore`` turns every row whose key
   has a usable stored response into a ``GeneratedRow`` marked ``cached`` and sends the
-  rest on to ``GenerateSamples``; with ``batched``, the hits of one join bucket leave by the
-  ``STORED`` output as one list, past generation and its checkpoint, and ``AnswerHits``
+  rest on to ``GenerateSamples``; with ``batched``, the hits of one join batch leave by the
+  ``STORED`` output as one ``StoredHits``, past generation and its checkpoint, and ``AnswerHits``
   makes them one ``RowBatch`` (``transforms.row_batches``) for scoring, as offline rows travel;
 * metric calls (LLM judge, remote scorer): ``metric_cache.LookupMetricResponses``.
 
@@ -32,7 +32,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from beameval.cache.entry import StoredResponse
+from beameval.cache.entry import StoredResponse, pack_bytes, unpack_bytes
 from beameval.cache.files import Files, LocalFiles, is_remote
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_digest
@@ -46,8 +46,8 @@ from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
 from beameval.inference.targets import TargetHandler, make_handler
 from transforms import NAMESPACE
-from transforms.row_batches import PackedRows, RowBatch
-from transforms.store_join import BatchByBucket, JoinStored
+from transforms.row_batches import RowBatch
+from transforms.store_join import BatchByBucket, JoinedBatch, JoinStored
 from transforms.worker_gc import freeze_startup_heap
 
 __all__ = [
@@ -138,57 +138,64 @@ def _keyed(prepared: PreparedRequest, secrets: tuple[str, ...] = ()) -> tuple[by
     return key, request_hash_from_bytes(prepared.url, content), content
 
 
-#: The tagged output of ``AnswerFromStore`` with ``batched``: one list of a join bucket's hits.
+#: The tagged output of ``AnswerFromStore`` with ``batched``: one ``StoredHits`` per join batch.
 STORED = "stored"
 
 #: A row crosses the join as the tuple of its fields (``InputRow(*fields)`` again): a tuple pickles
-#: in about half the time of the dataclass, and every row is pickled into the join and out of it.
+#: in about half the time of the dataclass, and every row is pickled into the join.
 _ROW_FIELDS = tuple(field.name for field in dataclasses.fields(InputRow))
 _row_fields = operator.attrgetter(*_ROW_FIELDS)
 _REQUEST = _ROW_FIELDS.index("request")
-#: A row with a request crosses without its rendered prompt (a miss renders it again to send it),
-#: and a hit keeps the fields before ``prompt``.
-_PROMPT = _HIT_FIELDS = _ROW_FIELDS.index("prompt")
+#: A row with a request crosses without its rendered prompt (a miss renders it again to send it).
+_PROMPT = _ROW_FIELDS.index("prompt")
 
 #: A row keyed for the join: ``(raw key or None, (request_hash or None, the row's fields))``.
 _Keyed = tuple[bytes | None, tuple[str | None, tuple[Any, ...]]]
 _Joined = tuple[tuple[str | None, tuple[Any, ...]], StoredResponse | None]
-#: A hit on its way past generation: ``(request_hash, parsed reply, the row's fields up to its prompt)``.
-_Hit = tuple[str, dict[str, Any], tuple[Any, ...]]
 
 
-class StoredHits(PackedRows):
-    """One join bucket's hits (``_Hit`` tuples), encoded whole and compressed by Beam's coder (``PackedRows``).
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredHits:
+    """One join batch's hits on their way past generation to scoring, as cheap to carry as they come.
 
-    Beam's own coding of a plain list writes each string as UTF-8, which a raw reply's lone
-    surrogate does not have (``answered_row`` cleans it later); pickle and marshal keep it.
-    The local runner holds every hit encoded until scoring reads them, and replies of one
-    model and rows of one dataset repeat most of their bytes.
+    The local runner holds every hit encoded until scoring reads them. A batch whose every
+    request hit (every batch of a fully cached rerun) keeps its rows exactly as they crossed
+    the join, compressed and never unpacked on the way (``store_join.JoinedBatch``); only a
+    batch that mixes hits and misses packs its hits' rows again.
 
-    The parsed replies are written with ``marshal``, the hashes and row fields with pickle:
-    a reply parsed from a stored entry is made of JSON's types only (dict, list, str, int,
-    float, bool, None: what ``json`` decodes and the handlers' ``parse`` builds from it),
-    which marshal writes and reads back exactly, lone surrogates included, in less than
-    half of pickle's time both ways. A row's fields hold the dataset's own values (dates,
-    decimals, NumPy values), which marshal would refuse or, for a buffer, turn into bytes:
-    those stay pickled. Replies marshal refuses are pickled too.
+    The parsed replies are written with ``marshal``: a reply parsed from a stored entry is
+    made of JSON's types only (dict, list, str, int, float, bool, None: what a JSON decoder
+    returns and the handlers' ``parse`` builds from it), which marshal writes and reads back
+    exactly, lone surrogates included, in less than half of pickle's time both ways.
+    Replies marshal refuses are pickled. A row's fields hold the dataset's own values
+    (dates, decimals, NumPy values), which marshal would refuse or, for a buffer, turn into
+    bytes: those are pickled, as they crossed the join.
+
+    Attributes:
+        rows: ``pack_bytes`` of the pickled ``(request_hash, row fields)`` of each hit.
+        replies: ``pack_bytes`` of the parsed replies, in the same order.
+        marshalled: ``replies`` was written by marshal (else by pickle).
     """
 
-    def dumps(self) -> bytes:
-        replies = [sample for _digest, sample, _fields in self]
-        try:
-            encoded: bytes | list[dict[str, Any]] = marshal.dumps(replies)
-        except ValueError:  # a type marshal does not write (or a value nested too deep): pickled with the rest
-            encoded = replies
-        digests = [digest for digest, _sample, _fields in self]
-        fields = [fields for _digest, _sample, fields in self]
-        return pickle.dumps((digests, encoded, fields), pickle.HIGHEST_PROTOCOL)
+    rows: bytes
+    replies: bytes
+    marshalled: bool
 
     @classmethod
-    def loads(cls, data: bytes) -> list[_Hit]:
-        digests, encoded, fields = pickle.loads(data)  # noqa: S301 - this run's own rows
-        replies = marshal.loads(encoded) if isinstance(encoded, bytes) else encoded
-        return list(zip(digests, replies, fields, strict=True))
+    def of(cls, rows: bytes, replies: list[dict[str, Any]]) -> StoredHits:
+        """The hits of ``rows`` (packed as ``BatchByBucket`` packs values) with their parsed replies."""
+        try:
+            return cls(rows, pack_bytes(marshal.dumps(replies)), True)
+        except ValueError:  # a type marshal does not write (or a value nested too deep)
+            return cls(rows, pack_bytes(pickle.dumps(replies, pickle.HIGHEST_PROTOCOL)), False)
+
+    def hits(self) -> Iterator[tuple[str, dict[str, Any], tuple[Any, ...]]]:
+        """``(request_hash, parsed reply, row fields)`` for each hit."""
+        rows = pickle.loads(unpack_bytes(self.rows))  # noqa: S301 - this run's own rows
+        data = unpack_bytes(self.replies)
+        replies = marshal.loads(data) if self.marshalled else pickle.loads(data)  # noqa: S301 - likewise
+        for (digest, fields), reply in zip(rows, replies, strict=True):
+            yield digest, reply, fields
 
 
 class _TargetRequests(beam.DoFn):
@@ -241,9 +248,9 @@ class KeyRequests(_TargetRequests):
 class AnswerFromStore(_TargetRequests):
     """``((request_hash, row), stored or None)`` -> a cached ``GeneratedRow`` if the stored reply parses, else the row.
 
-    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A list of
-    such pairs (a join bucket, ``JoinStored(batched=True)``) gives each miss on its own and
-    one list of its hits on the ``STORED`` output, still parsed replies (``AnswerHits``).
+    ``GenerateSamples`` passes the GeneratedRows through and sends the InputRows. A join
+    batch (``JoinStored(batched=True)``) gives each miss on its own and its hits as one
+    ``StoredHits`` on the ``STORED`` output, still parsed replies (``AnswerHits``).
     """
 
     def setup(self) -> None:
@@ -251,26 +258,30 @@ class AnswerFromStore(_TargetRequests):
         self._hits = Metrics.counter(NAMESPACE, "cache_hits")
         self._misses = Metrics.counter(NAMESPACE, "cache_misses")
 
-    def process(self, joined: _Joined | list[_Joined]) -> Iterator[Any]:
-        if not isinstance(joined, list):
+    def process(self, joined: _Joined | JoinedBatch) -> Iterator[Any]:
+        if not isinstance(joined, JoinedBatch):
             (digest, fields), stored = joined
             sample = sample_from_stored(self._handler, stored)
             (self._misses if sample is None else self._hits).inc()
             yield self._to_send(digest, fields) if sample is None else _answered(digest, sample, InputRow(*fields))
             return
-        hits = StoredHits()
-        for (digest, fields), stored in joined:
-            sample = sample_from_stored(self._handler, stored)
+        samples = [sample_from_stored(self._handler, stored) for stored in joined.entries]
+        replies = [sample for sample in samples if sample is not None]
+        if len(replies) == len(samples):  # every request hit: the rows go on as they crossed the join
+            self._hits.inc(len(replies))
+            yield beam.pvalue.TaggedOutput(STORED, StoredHits.of(joined.values, replies))
+            return
+        hits = []
+        for (digest, fields), sample in zip(pickle.loads(unpack_bytes(joined.values)), samples, strict=True):  # noqa: S301
             if sample is None:
                 yield self._to_send(digest, fields)
             else:
-                assert digest is not None  # a row with a request hash has a key, the only way to a stored entry
-                hits.append((digest, sample, fields[:_HIT_FIELDS]))
-        if hits:  # tuples, dicts and strings, not dataclasses: the cheapest to carry to scoring
+                hits.append((digest, fields))
+        if hits:
+            rows = pack_bytes(pickle.dumps(hits, pickle.HIGHEST_PROTOCOL))
+            yield beam.pvalue.TaggedOutput(STORED, StoredHits.of(rows, replies))
             self._hits.inc(len(hits))
-            yield beam.pvalue.TaggedOutput(STORED, hits)
-        if len(joined) > len(hits):
-            self._misses.inc(len(joined) - len(hits))
+        self._misses.inc(len(samples) - len(hits))
 
     def _to_send(self, digest: str | None, fields: tuple[Any, ...]) -> InputRow:
         """A miss as ``GenerateSamples`` takes it: a row that has a request gets its prompt again (``KeyRequests``)."""
@@ -279,7 +290,7 @@ class AnswerFromStore(_TargetRequests):
 
 
 class AnswerHits(beam.DoFn):
-    """A list of ``AnswerFromStore``'s hits -> one ``RowBatch`` of cached GeneratedRows; a sent row -> a batch of one.
+    """``StoredHits`` -> one ``RowBatch`` of cached GeneratedRows; a sent row -> a batch of one.
 
     Every element out is a ``RowBatch``, so the PCollection (and scoring's) can be typed so
     and Beam sizes its sampled elements from one row (``RowBatchCoder``), not by pickling
@@ -290,7 +301,7 @@ class AnswerHits(beam.DoFn):
         if not isinstance(element, StoredHits):
             yield RowBatch([element])
             return
-        yield RowBatch([_answered(digest, sample, InputRow(*fields)) for digest, sample, fields in element])
+        yield RowBatch([_answered(digest, sample, InputRow(*fields)) for digest, sample, fields in element.hits()])
 
 
 def _answered(digest: str | None, sample: dict[str, Any], row: InputRow) -> GeneratedRow:
@@ -302,12 +313,12 @@ class LookupResponses(beam.PTransform):
     """InputRow -> cached ``GeneratedRow``s for the hits and the ``InputRow``s still to send, in one PCollection.
 
     With ``batched``, the outputs instead: ``misses`` (the InputRows to send) and ``STORED``
-    (lists of hits, for ``AnswerHits`` after the generation checkpoint).
+    (``StoredHits``, for ``AnswerHits`` after the generation checkpoint).
 
     Args:
         config: the run's config (target and prompt).
         stored: the store's and journal's entries (``store_join.ReadResponses``).
-        batched: the hits travel in lists (every stage after generation takes row batches).
+        batched: the hits travel in batches (every stage after generation takes row batches).
         rows_in_batches: the rows arrive as ``RowBatch`` lists and are keyed a batch at a time.
     """
 

@@ -2,10 +2,11 @@
 
 Both sides are cut into ``BUCKETS`` buckets by their key (``entry.bucket_of``) and travel
 in batches: the store side as ``entry.pack_lines`` batches of its shards' lines (read
-once, sequentially, each shard by one worker), the request side as pickled, compressed
-lists of ``(key, value)``. One ``GroupByKey`` on the bucket brings a bucket's batches
-together, and ``_Probe`` answers each request of the bucket with the entry ``choose``
-picks among its key's lines (or None: a miss).
+once, sequentially, each shard by one worker), the request side likewise: the raw keys
+side by side and the values pickled and compressed together. One ``GroupByKey`` on the
+bucket brings a bucket's batches together, and the probe answers each request of the
+bucket with the entry ``choose`` picks among its key's lines (or None: a miss), reading
+only keys: the values cross unopened, for the consumer to unpack (``JoinedBatch``).
 
 Why batches, and not a ``CoGroupByKey`` on each key: a local runner's shuffle
 (FnApiRunner's ``GroupingBuffer``) keeps every value as a Python object and then a second,
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -29,6 +30,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beameval.cache.entry import (
+    KEY_BYTES,
     StoredResponse,
     bucket_of,
     choose,
@@ -40,9 +42,8 @@ from beameval.cache.entry import (
 )
 from beameval.cache.entry import wanted_lines as find_lines
 from beameval.cache.store import SHARD_PATTERN, successors
-from transforms.row_batches import RowBatch
 
-__all__ = ["BUCKETS", "BatchByBucket", "JoinStored", "ReadResponses"]
+__all__ = ["BUCKETS", "BatchByBucket", "JoinStored", "JoinedBatch", "ReadResponses"]
 
 #: Join buckets: enough to spread over every worker, few enough that each batch holds hundreds of entries.
 BUCKETS = 256
@@ -52,8 +53,23 @@ FLUSH_AT = 32_768
 _REQUESTS, _STORED = 0, 1  # which side a batch comes from
 #: The tagged output of the shards that were deleted between the listing and the read.
 GONE = "gone"
+#: The key a request with none (a row that failed before it had a request) crosses the join under:
+#: excluded from the look-up, so it comes out a miss (a SHA-256 key equal to it would only miss too).
+NO_KEY = b"\xff" * KEY_BYTES
 #: Rounds of looking for the shards that replaced deleted ones (a compaction during a compaction's aftermath).
 _SUCCESSOR_ROUNDS = 3
+
+
+class JoinedBatch(NamedTuple):
+    """One request batch out of the join: its values as ``BatchByBucket`` packed them, and each one's entry.
+
+    Attributes:
+        values: ``pack_bytes`` of the pickled values, in the batch's order.
+        entries: the entry ``choose`` picked for each value's key, or None (a miss).
+    """
+
+    values: bytes
+    entries: list[StoredResponse | None]
 
 
 class _ShardGone(Exception):
@@ -193,42 +209,35 @@ class BatchByBucket(beam.DoFn):
     def _flush(self) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
         for bucket, pairs in enumerate(self._buffers):
             if pairs:
-                payload = pack_bytes(pickle.dumps(pairs, protocol=pickle.HIGHEST_PROTOCOL))
-                yield bucket, (_REQUESTS, b"", payload)
+                keys = b"".join(NO_KEY if key is None else key for key, _value in pairs)
+                values = pack_bytes(pickle.dumps([value for _key, value in pairs], protocol=pickle.HIGHEST_PROTOCOL))
+                yield bucket, (_REQUESTS, keys, values)
                 self._buffers[bucket] = []
         self._held = 0
 
 
-def _probe_batch(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[RowBatch]:
-    """One bucket's batches -> one ``RowBatch`` of ``_probe``'s pairs (none when the bucket holds no request).
-
-    A ``RowBatch`` so that Beam sizes the sampled ones from one pair (``RowBatchCoder``).
-    """
-    pairs = RowBatch(_probe(bucket))
-    if pairs:
-        yield pairs
-
-
 def _probe(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[tuple[Any, StoredResponse | None]]:
     """One bucket's batches -> ``(value, chosen entry or None)`` for every request in it."""
+    for values, entries in _joined(bucket):
+        yield from zip(pickle.loads(unpack_bytes(values)), entries, strict=True)  # noqa: S301 - this run's rows
+
+
+def _joined(bucket: tuple[int, Iterable[tuple[int, bytes, bytes]]]) -> Iterator[JoinedBatch]:
+    """One bucket's batches -> each request batch, its values still packed, with the entry each request gets."""
     _bucket, batches = bucket
-    requests: list[bytes] = []
+    requests: list[tuple[bytes, bytes]] = []
     stored: list[tuple[bytes, bytes]] = []
     for side, keys, payload in batches:
-        if side == _REQUESTS:
-            requests.append(payload)
-        else:
-            stored.append((keys, payload))
+        (requests if side == _REQUESTS else stored).append((keys, payload))
     if not requests:  # stored entries no request of this run asks for
         return
-    unpacked = [pickle.loads(unpack_bytes(payload)) for payload in requests]
-    wanted = {key for pairs in unpacked for key, _value in pairs if key is not None}
+    wanted = {keys[i : i + KEY_BYTES] for keys, _values in requests for i in range(0, len(keys), KEY_BYTES)}
+    wanted.discard(NO_KEY)
     found = find_lines(stored, wanted) if wanted else {}
     del stored
     chosen = {key: choose(lines) for key, lines in found.items()}
-    for pairs in unpacked:
-        for key, value in pairs:
-            yield value, chosen.get(key) if key is not None else None
+    for keys, values in requests:
+        yield JoinedBatch(values, [chosen.get(keys[i : i + KEY_BYTES]) for i in range(0, len(keys), KEY_BYTES)])
 
 
 class JoinStored(beam.PTransform):
@@ -236,8 +245,9 @@ class JoinStored(beam.PTransform):
 
     Args:
         stored: the store's and journal's entries (``ReadResponses``).
-        batched: emit one list of those pairs per bucket instead (the rows then travel in
-            batches, ``transforms.row_batches``).
+        batched: emit one ``JoinedBatch`` per request batch instead: its values as they
+            crossed the join, still packed, so a consumer that needs only some of them
+            (or none: every request a hit, ``transforms.cache``) never unpacks the rest.
     """
 
     def __init__(self, stored: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]], batched: bool = False) -> None:
@@ -246,5 +256,5 @@ class JoinStored(beam.PTransform):
         self._batched = batched
 
     def expand(self, requests: beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]) -> beam.PCollection[Any]:
-        probe = beam.FlatMap(_probe_batch).with_output_types(RowBatch) if self._batched else beam.FlatMap(_probe)
+        probe = beam.FlatMap(_joined) if self._batched else beam.FlatMap(_probe)
         return (requests, self._stored) | "Both" >> beam.Flatten() | "ByBucket" >> beam.GroupByKey() | "Probe" >> probe

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -50,6 +51,33 @@ def test_a_line_decodes_as_json_loads_reads_it_whatever_follows_the_object():
             assert entry == StoredResponse(KEY, data["response"], "m", 2.0)
     for cut in (1, 8, len(line) - 1):
         assert decode_entry(line[:cut]) is None  # torn anywhere: no value, or an unfinished one
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"123456789012345678901234567890",  # beyond 64 bits: exact, not a float
+        b"-9223372036854775809",
+        b"18446744073709551616",
+        b'"\\ud800 lone"',  # a lone surrogate escape
+        b"NaN",
+        b"-Infinity",
+        b"1e400",  # beyond a double: inf, as json reads it
+        b"[1.7976931348623157e308, 5e-324, 2.4e-324, 0.1, -0.0, 1E5]",
+        b'{"a": 1, "a": 2}',  # the last duplicate wins
+        '"caf\u00e9 \U0001f600 \\u00e9"'.encode(),
+    ],
+)
+def test_every_response_value_decodes_as_json_loads_reads_it(value: bytes):
+    """The fast parser never changes a value: what it would read otherwise (or refuses) is read by json."""
+    line = encode_entry(KEY, b'{"v":' + value + b"}", "m", 3.0).rstrip(b"\n")
+    entry = decode_entry(line)
+    assert entry is not None
+    expected = json.loads(line.decode("utf-8", "surrogatepass"))["response"]["v"]
+    assert repr(entry.response["v"]) == repr(expected)  # repr: NaN equals itself, ints stay ints
+    assert type(entry.response["v"]) is type(expected)
+    bom = decode_entry(codecs.BOM_UTF8 + line)  # another tool's line, with a byte-order mark: json.loads's answer
+    assert bom is not None and repr(bom.response) == repr(entry.response)
 
 
 def test_torn_lines_and_other_key_versions_yield_nothing():

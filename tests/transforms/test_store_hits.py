@@ -6,12 +6,13 @@ import json
 import pickle
 import time
 from pathlib import Path
+from typing import Any
 
 import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
-from beameval.cache.entry import encode_entry
+from beameval.cache.entry import encode_entry, pack_bytes
 from beameval.cache.key import prepared_key
 from beameval.config.schema import parse_config
 from beameval.core.prompt import render_prompt
@@ -77,7 +78,7 @@ def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: P
         expected_misses = [(4, True, bodies[4]), (5, True, bodies[5]), (6, True, None)]
         assert_that(misses, equal_to(expected_misses), label="CheckMisses")
         # Each element of the STORED output is one bucket's hits, never a row.
-        kinds = looked[STORED] | "Kinds" >> beam.Map(lambda hits: isinstance(hits, StoredHits) and len(hits) > 0)
+        kinds = looked[STORED] | "Kinds" >> beam.Map(lambda hits: isinstance(hits, StoredHits) and any(hits.hits()))
         assert_that(kinds | "All" >> beam.combiners.ToList(), lambda found: _all_true(found), label="CheckKinds")
         answered = looked[STORED] | "AnswerHits" >> beam.ParDo(AnswerHits())
         batches = answered | "Batches" >> beam.Map(lambda batch: isinstance(batch, RowBatch))
@@ -88,12 +89,18 @@ def test_hits_skip_generation_in_lists_and_become_one_row_batch_each(tmp_path: P
         assert_that(written, equal_to(expected), label="CheckRows")
 
 
+def _stored_hits(hits: list[tuple[str, dict[str, Any], tuple[Any, ...]]]) -> StoredHits:
+    """``StoredHits`` of ``(request_hash, reply, row fields)``, the rows packed as they cross the join."""
+    rows = pack_bytes(pickle.dumps([(digest, fields) for digest, _reply, fields in hits], pickle.HIGHEST_PROTOCOL))
+    return StoredHits.of(rows, [reply for _digest, reply, _fields in hits])
+
+
 def test_stored_hits_pickle_compressed_and_whole():
-    hits = StoredHits([("ab" * 32, {"output_text": f"bad \ud83d {i} " * 50}, (i, {"q": "x"}, None)) for i in range(4)])
-    encoded = pickle.dumps(hits, pickle.HIGHEST_PROTOCOL)
+    hits = [("ab" * 32, {"output_text": f"bad \ud83d {i} " * 50}, (i, {"q": "x"}, None)) for i in range(4)]
+    encoded = pickle.dumps(_stored_hits(hits), pickle.HIGHEST_PROTOCOL)
     back = pickle.loads(encoded)
-    assert type(back) is StoredHits and back == hits  # the lone surrogate survives
-    assert len(encoded) < len(pickle.dumps(list(hits), pickle.HIGHEST_PROTOCOL)) / 3
+    assert type(back) is StoredHits and list(back.hits()) == hits  # the lone surrogate survives
+    assert len(encoded) < len(pickle.dumps(hits, pickle.HIGHEST_PROTOCOL)) / 3
 
 
 def test_stored_hits_keep_every_reply_value_and_type_and_pickle_what_marshal_refuses():
@@ -107,12 +114,13 @@ def test_stored_hits_keep_every_reply_value_and_type_and_pickle_what_marshal_ref
         "usage": {"prompt_tokens": 9, "completion_tokens": None},
     }
     item = {"when": datetime.date(2024, 1, 2), "price": decimal.Decimal("1.10"), "blob": b"\x00\xff", "arr": (1, 2)}
-    hits = StoredHits([("cd" * 32, reply, (0, item, None)), ("ef" * 32, {"output_text": "x"}, (1, {"q": "y"}, None))])
-    back = pickle.loads(pickle.dumps(hits, pickle.HIGHEST_PROTOCOL))
-    assert type(back) is StoredHits and back == hits
-    assert repr(back) == repr(hits)  # the same types throughout (a bool stays a bool, a tuple a tuple, -0.0 negative)
-    odd = StoredHits([("ab" * 32, {"output_text": "z", "extra": decimal.Decimal("2")}, (2, {"q": "z"}, None))])
-    assert pickle.loads(pickle.dumps(odd, pickle.HIGHEST_PROTOCOL)) == odd  # marshal refuses a Decimal: pickled
+    hits = [("cd" * 32, reply, (0, item, None)), ("ef" * 32, {"output_text": "x"}, (1, {"q": "y"}, None))]
+    back = pickle.loads(pickle.dumps(_stored_hits(hits), pickle.HIGHEST_PROTOCOL))
+    assert type(back) is StoredHits and back.marshalled and list(back.hits()) == hits
+    assert repr(list(back.hits())) == repr(hits)  # the same types throughout (a bool stays a bool, -0.0 negative)
+    odd = [("ab" * 32, {"output_text": "z", "extra": decimal.Decimal("2")}, (2, {"q": "z"}, None))]
+    back = pickle.loads(pickle.dumps(_stored_hits(odd), pickle.HIGHEST_PROTOCOL))
+    assert not back.marshalled and repr(list(back.hits())) == repr(odd)  # marshal refuses a Decimal: pickled
 
 
 def test_a_sent_row_passes_answer_hits_unchanged_as_a_batch_of_one():
