@@ -12,8 +12,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
 import pipeline.graph
 from tests.pipeline.test_resume_pipeline import config_for
+from transforms import store_join
 
 ROWS = 46
 #: Every third row's reference differs from the echoed prompt; the last row's prompt cannot render.
@@ -41,9 +44,11 @@ def lenient(config: dict[str, Any]) -> dict[str, Any]:
     return dict(config, params={**config["params"], "ignore_request_failure": True})
 
 
+@pytest.mark.parametrize("buckets", [store_join.BUCKETS, 2], ids=["buckets-as-shipped", "two-buckets"])
 def test_a_cached_rerun_in_mixed_batches_writes_the_fresh_rows_and_sends_each_miss_once(
-    clean_server, model_target, write_jsonl, run_eval, tmp_path, monkeypatch
+    clean_server, model_target, write_jsonl, run_eval, tmp_path, monkeypatch, buckets
 ):
+    """With two join buckets, every batch out of the join mixes hits and misses too (its hits are packed again)."""
     config = lenient(config_for(write_jsonl(DATA), model_target()))
     fresh = run_eval(config)
     assert fresh.code == 0, fresh.stderr
@@ -54,6 +59,7 @@ def test_a_cached_rerun_in_mixed_batches_writes_the_fresh_rows_and_sends_each_mi
     assert run_eval(filling).code == 0
 
     monkeypatch.setattr(pipeline.graph, "OFFLINE_BATCH_ROWS", 4)  # a dozen batches, each with hits and misses
+    monkeypatch.setattr(store_join, "BUCKETS", buckets)
     clean_server.reset()
     cached = run_eval(dict(config, cache={"path": str(store), "mode": "read_only"}))
     assert cached.code == 0, cached.stderr
