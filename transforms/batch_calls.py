@@ -1,33 +1,24 @@
 """BatchCalls: the one transform that sends any kind of element's requests through a provider's Batch API.
 
-Batch mode's ``CallEndpoints``: a ``BatchPlan`` knows one kind of element (a target's row,
-a row's LLM-judge requests) and ``BatchCalls`` does the rest, alike for every kind. It stands
-after the response store and journal lookup (a request already answered is never put into a
-batch) and before scoring:
+Batch mode's ``CallEndpoints``: a ``BatchPlan`` knows one kind of element (a target's row, a
+row's LLM-judge requests: ``transforms.target_batch``, ``transforms.metric_batch``), and
+``BatchCalls`` does the rest alike for every kind, after the response store and journal
+lookup (an answered request never goes into a batch) and before scoring:
 
-* ``KeyBatchRequests`` asks the plan for each element's requests, built and keyed exactly
-  as online mode builds and keys them, under ``(endpoint name, shard)`` (``shard_key``: the
-  row index divided by ``batch.max_requests``, so one key holds about one full batch and no
-  worker holds every request). A bundle's values of one key go as one compressed
-  ``PackedRows`` (up to ``PACK_ROWS``): the local runner holds a ``GroupByKey``'s whole
-  input, and packed it is a fraction of the requests' size. ``collect_trigger`` adds one
-  element under shard 0 and under the shard of every batch left live in the record, so a
-  key's call happens even when the store and the journal answered all its requests (the
-  run died after journaling a batch's answers, before marking it finished);
-* the grouped requests are read twice (``submit_then_collect``): first every key submits
-  what it still needs, then, once every key has submitted (a side input makes the second
-  step wait for the first), each key polls and collects its own batches
-  (``send_batches``), each answer journaled as it arrives. So the provider runs every
-  key's batches at once, whatever order the keys are waited on in;
-* each request's ``BatchOutcome`` becomes what the plan makes of it (``BatchPlan.result``),
-  from ``batch_answer``: the handler's parsed answer, or the reply an online call failing
-  alike records. Batches are charged to the run's budget before they are submitted
-  (``BatchEndpoint.charge``): a batch that would cross it is not, and its requests come
-  out skipped. A request whose batch is still running comes out failed, not sent; the
-  driver reads the submission record (``batch_usage``) and exits 75 instead of publishing.
-
-Adding batch mode to another kind of element is writing its plan (``transforms.target_batch``
-and ``transforms.metric_batch`` are the two there are).
+* ``KeyBatchRequests`` keys each request the plan builds (as online mode builds and keys it)
+  by ``(endpoint name, shard)``: ``shard_key``, about one full batch of rows, so no worker
+  holds every request. A bundle's values of one key go as one compressed ``PackedRows`` (up
+  to ``PACK_ROWS``): the local runner holds a ``GroupByKey``'s whole input. ``collect_trigger``
+  adds shard 0 and the shard of every batch left live in the record, so a key's call happens
+  even when the store and the journal answered all its requests;
+* every key submits what it still needs, then, once all have (``submit_then_collect``), each
+  polls and collects its own batches (``send_batches``, each answer journaled), so the
+  provider runs every key's batches at once; a batch is charged to the run's budget before it
+  is submitted (``BatchEndpoint.charge``), and its requests are skipped when it would cross it;
+* each request's ``BatchOutcome`` becomes the plan's result from ``batch_answer`` (the parsed
+  answer, or the reply an online call failing alike records). A request whose batch still
+  runs comes out failed, not sent; the driver reads the submission record (``batch_usage``)
+  and exits 75 instead of publishing.
 """
 
 from __future__ import annotations

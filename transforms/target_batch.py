@@ -1,14 +1,13 @@
-"""Batch mode for a target: each row's request still to answer goes through the Batch API (``BatchCalls``).
+"""Batch mode for a target: ``TargetBatch``, its ``BatchPlan``, and ``BatchSamples``, its ``BatchCalls`` stage.
 
-``TargetBatch`` is the target's ``BatchPlan``. It builds each row's request exactly as online
-mode does (``transforms.cache.target_request``) and keys it as online mode keys it, so a batch
-answer and an online answer are interchangeable in the store; rows already answered (from the
-store or the journal) and rows with no request (unreadable, the prompt does not render) travel
-under their shard's key too and pass on, failed as online mode fails them: every row leaves
-the stage from one step (a ``Flatten`` of two steps' outputs would make the local runner hold
-every emitted row before scoring). An answer becomes its row by ``answered_row``, as a fresh
-online answer does. The rows leave in ``PackedRows`` of up to ``OFFLINE_BATCH_ROWS``: what the
-checkpoint after this stage holds is compressed (on the local runner, all of it).
+A row's request is built as online mode builds it (``transforms.cache.target_request``) and
+keyed as online mode keys it: a batch answer and an online answer are interchangeable in the
+store. Rows already answered (store, journal) or with no request (unreadable, the prompt does
+not render) travel under their shard's key too and pass on, so every row leaves the stage from
+one step (a ``Flatten`` of two steps' outputs would make the local runner hold every emitted row
+before scoring). An answer becomes its row by ``answered_row``, as a fresh online answer does;
+the rows leave in ``PackedRows`` of up to ``OFFLINE_BATCH_ROWS``, which the checkpoint after
+the stage holds compressed.
 """
 
 from __future__ import annotations
@@ -44,28 +43,22 @@ class TargetBatch(BatchPlan):
 
     def __init__(self, config: EvalConfig, run_id: str) -> None:
         assert config.target is not None and config.target.model is not None
-        self._config = config
-        self._run_id = run_id
+        self._target, self._params, self._run_id = config.target, config.params, run_id
         self._model: ModelTarget = config.target.model
 
     def endpoints(self) -> list[tuple[str, str, ModelTarget]]:
         return [(TARGET_SCOPE, TARGET_SCOPE, self._model)]
 
     def setup(self) -> None:
-        config = self._config
-        assert config.target is not None
-        self._handler = make_handler(config.target, config.params, None)  # builds requests only
+        self._handler = make_handler(self._target, self._params, None)  # builds requests only
 
     def batch_endpoints(self) -> dict[str, BatchEndpoint]:
-        target, params = self._config.target, self._config.params
-        assert target is not None
+        target, params = self._target, self._params
         handler = make_handler(target, params, target.api_key())
         spend = RunBudget.of(EndpointQuota.of(self._model, params, self._run_id))  # the job's ledger, if any
         redactor = Redactor(target.endpoint.secret_values())
-        endpoint = BatchEndpoint(
-            self._model, handler, params.max_retries, params.request_timeout, TARGET_SCOPE, redactor, spend
-        )
-        return {TARGET_SCOPE: endpoint}
+        args = (params.max_retries, params.request_timeout, TARGET_SCOPE, redactor, spend)
+        return {TARGET_SCOPE: BatchEndpoint(self._model, handler, *args)}
 
     def requests(self, row: InputRow | GeneratedRow) -> Iterator[tuple[str, Any, Any]]:
         yield REQUESTS, shard_key(TARGET_SCOPE, row.row_index, self._model), self._value(row)
@@ -95,7 +88,6 @@ class TargetBatch(BatchPlan):
         self, endpoint: BatchEndpoint, name: str, url: str, request: Request, outcome: BatchOutcome
     ) -> GeneratedRow:
         index, sample, _, body, item, raw, notes = request
-        row = InputRow(index, item, raw, sample_index=sample, notes=notes, request=body.decode())
         info = InferenceInfo(attempts=outcome.submissions, request_hash=request_hash_from_bytes(url, body))
         answer = batch_answer(endpoint, outcome, PENDING)
         if isinstance(answer, EndpointReply):
@@ -105,6 +97,7 @@ class TargetBatch(BatchPlan):
             failure = RowFailure("sample_generation", [message], skipped=outcome.skipped, not_sent=outcome.pending)
             return GeneratedRow(index, item, {}, raw, failure, info, sample_index=sample)
         info.http_status = 200
+        row = InputRow(index, item, raw, sample_index=sample, notes=notes, request=body.decode())
         answered = answered_row(row, answer, info)  # exactly what a fresh online answer goes through
         if answered.inference is not None:
             endpoint.record_usage(answered.inference.prompt_tokens, answered.inference.completion_tokens)
