@@ -1,23 +1,17 @@
-"""Batch mode for LLM judges: the judge requests left after the store and journal go through the Batch API.
+"""Batch mode for LLM judges: ``MetricBatch``, their ``BatchPlan``, and ``BatchMetricCalls``, their stage.
 
 It stands after ``CallMetricEndpoints`` (which sends only the online endpoints' calls) and
-before ``ScoreRows``, so a judge request answered by the store or the journal
-(``LookupMetricResponses``) is never put into a batch, and a target in batch mode has
-answered every row before the first judge request is built (two batch phases, one after
-the other, because the judge's step waits for every target answer).
-
-``MetricBatch`` is the judges' ``BatchPlan``: each row's request for every judge in batch mode
-is built exactly as online judging builds it (the metric's ``build_request``) and keyed as
-online mode keys it, grouped per judge (its own scope of the submission record) and shard of
-rows; the row waits for its replies, and a row with nothing to ask passes on. Each answer
-becomes the ``EndpointReply`` an online call makes (``endpoint_reply``), keyed by the row, and
-``_AttachReplies`` joins the replies to their rows, a block of ``JOIN_ROWS`` rows at a time.
-
-The local runner holds a ``GroupByKey``'s (and a ``CoGroupByKey``'s) whole input in memory,
-so the requests, the waiting rows and the replies cross theirs in compressed ``PackedRows``
-(one per key and bundle), and the answered rows leave in packs of a block, which the
-checkpoint after this stage holds as they are (``bench/batch.py --judge``: 10^5 rows peaked
-at 1,446 MiB when each crossed alone).
+before ``ScoreRows``: a judge request the store or the journal answered
+(``LookupMetricResponses``) never goes into a batch, and a target in batch mode has answered
+every row before the first judge request is built (its step waits for every target answer).
+A row's request per judge in batch mode is built as online judging builds it (the metric's
+``build_request``) and keyed as online mode keys it, in the judge's own scope of the
+submission record; the row waits for its replies (a row with nothing to ask passes on). Each
+answer becomes the ``EndpointReply`` an online call makes (``endpoint_reply``), and
+``_AttachReplies`` joins the replies to their rows a block of ``JOIN_ROWS`` rows at a time:
+the waiting rows and the replies cross the join in compressed ``PackedRows``, and the rows
+leave in packs of a block (``bench/batch.py --judge``: 10^5 rows peaked at 1,446 MiB when
+each crossed alone).
 """
 
 from __future__ import annotations
