@@ -18,7 +18,6 @@ from pipeline.options import progress_settings
 from pipeline.provenance import collect_provenance
 from transforms.aggregate import SummarizeRun
 from transforms.baseline import Baseline, needs_baseline
-from transforms.batch import BatchSamples
 from transforms.batch_endpoint import batch_metrics, uses_batch_mode
 from transforms.cache import STORED, AnswerHits, LookupResponses
 from transforms.generate import GenerateSamples, passthrough_offline, repeat_row
@@ -33,6 +32,7 @@ from transforms.row_batches import OFFLINE_BATCH_ROWS, RowBatch, rows_of, unpack
 from transforms.score import ERRORS, ScoreRows
 from transforms.spread import SpreadRows
 from transforms.store_join import ReadResponses
+from transforms.target_batch import BatchSamples
 from transforms.write import WriteErrors, WriteRows, WriteSummary
 
 __all__ = ["TargetBranch", "build_graph", "build_job_graph", "build_targets_graph"]

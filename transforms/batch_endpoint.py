@@ -3,9 +3,9 @@
 Which endpoints are in batch mode, where their submission records live, what a batch is
 charged against the budget before it is submitted, and the send/poll/collect/cancel steps.
 
-Shared by the target's batch stage (``transforms.batch``) and the judges'
-(``transforms.metric_batch``); ``live_batches`` is what ``--overwrite`` asks before it would
-abandon batches the provider still runs.
+Used by batch mode's one stage (``transforms.batch_calls``, with the target's plan in
+``transforms.target_batch`` and the judges' in ``transforms.metric_batch``); ``live_batches``
+is what ``--overwrite`` asks before it would abandon batches the provider still runs.
 """
 
 from __future__ import annotations

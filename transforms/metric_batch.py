@@ -1,30 +1,17 @@
-"""Batch mode for LLM judges: the judge requests left after the store and journal go, together, through a Batch API.
+"""Batch mode for LLM judges: ``MetricBatch``, their ``BatchPlan``, and ``BatchMetricCalls``, their stage.
 
 It stands after ``CallMetricEndpoints`` (which sends only the online endpoints' calls) and
-before ``ScoreRows``, so a judge request answered by the store or the journal
-(``LookupMetricResponses``) is never put into a batch, and a target in batch mode has
-answered every row before the first judge request is built (two batch phases, one after
-the other, because the judge's step waits for every target answer):
-
-* ``KeyMetricBatchRequests`` builds each row's request for every judge in batch mode
-  exactly as online judging does (the metric's ``build_request``), keys it as online mode
-  keys it, and sends the row to wait for its replies; a row with nothing to ask passes on;
-* the requests are grouped per judge and shard of rows (``transforms.batch_endpoint.shard_key``,
-  with its ``collect_trigger``); every key submits first, then collects
-  (``transforms.batch_endpoint.submit_then_collect`` and ``send_batches``, in the judge's own scope
-  of ``OUT_DIR/_responses/batches/``), charged to the run's budget before each batch; each
-  answer is parsed by the judge's handler into the ``EndpointReply`` an online call makes,
-  keyed by the row;
-* ``AttachReplies`` joins the replies to their rows, a block of ``JOIN_ROWS`` rows at a time.
-
-The local runner holds a ``GroupByKey``'s (and a ``CoGroupByKey``'s) whole input in
-memory, so the requests, the waiting rows and the replies cross theirs in compressed
-``PackedRows`` (one per key and bundle, as the target's requests do), and the answered
-rows leave in packs of a block, which the checkpoint after this stage holds as they are
-(``bench/batch.py --judge``: 10^5 rows peaked at 1,446 MiB when each crossed alone).
-
-A request whose batch is still running gets an error reply; the driver sees the live batch
-in the submission record and exits 75 without publishing, as for the target.
+before ``ScoreRows``: a judge request the store or the journal answered
+(``LookupMetricResponses``) never goes into a batch, and a target in batch mode has answered
+every row before the first judge request is built (its step waits for every target answer).
+A row's request per judge in batch mode is built as online judging builds it (the metric's
+``build_request``) and keyed as online mode keys it, in the judge's own scope of the
+submission record; the row waits for its replies (a row with nothing to ask passes on). Each
+answer becomes the ``EndpointReply`` an online call makes (``endpoint_reply``), and
+``_AttachReplies`` joins the replies to their rows a block of ``JOIN_ROWS`` rows at a time:
+the waiting rows and the replies cross the join in compressed ``PackedRows``, and the rows
+leave in packs of a block (``bench/batch.py --judge``: 10^5 rows peaked at 1,446 MiB when
+each crossed alone).
 """
 
 from __future__ import annotations
@@ -42,65 +29,75 @@ from beameval.core.records import EndpointReply, GeneratedRow, RowFailure
 from beameval.core.redaction import Redactor
 from beameval.inference.answers import endpoint_reply
 from beameval.inference.batch.ledger import metric_scope
-from beameval.inference.batch.lines import BatchRequest, custom_id
 from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.budget import RunBudget
-from beameval.inference.classify import classify
 from beameval.inference.prepared import wire_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.metrics.base import EndpointMetric, MetricConfig, MetricContext
-from transforms.async_calls import in_global_window
-from transforms.batch_endpoint import (
-    PACK_ROWS,
-    PENDING,
-    BatchEndpoint,
-    batch_metrics,
-    by_url,
-    collect_trigger,
-    send_batches,
-    shard_key,
-    submit_then_collect,
-)
+from transforms.batch_calls import REQUESTS, BatchCalls, BatchPlan, Request, batch_answer
+from transforms.batch_endpoint import PENDING, BatchEndpoint, batch_metrics, shard_key
 from transforms.metric_cache import row_token
 from transforms.metric_calls import build_metric_request
 from transforms.row_batches import PackedRows
 
-__all__ = ["BatchMetricCalls"]
-
-#: One judge request: row index, sample index, row token, response key, body bytes.
-_Request = tuple[int, int, str, str, bytes]
+__all__ = ["BatchMetricCalls", "MetricBatch"]
 
 #: Rows per block of the replies' join (and per pack of answered rows that leaves it).
 JOIN_ROWS = 5000
+#: ``KeyBatchRequests``'s output of the rows that wait for their judges' replies: ``(block, (token, row))``.
+WAITING = "waiting"
 
 
 def _block(row_index: int) -> int:
     return row_index // JOIN_ROWS
 
 
-class KeyMetricBatchRequests(beam.DoFn):
-    """GeneratedRow -> the row, or packs of it and its requests (one per key and bundle).
+def _model(metric: EndpointMetric[Any]) -> ModelTarget:
+    access = metric.endpoint_access
+    assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
+    return access
 
-    On ``waiting``: ``(block, PackedRows of (token, row))``; on ``requests``: ``((key, shard),
-    PackedRows of (url, request))``. A row waits when a judge in batch mode has a request to
-    send for it; otherwise it passes on.
+
+class MetricBatch(BatchPlan):
+    """The judges' batch plan: a row's request per judge in batch mode (its ``Request`` keeps the row's token).
+
+    A row with a request waits on ``WAITING``, in its block; a request's result is
+    ``(block, (token, metric key, EndpointReply))``, emitted one pack per block of the group.
     """
 
-    WAITING = "waiting"
-    REQUESTS = "requests"
+    label = "Metric"
+    tags = (WAITING,)
 
-    def __init__(self, configs: Sequence[MetricConfig]) -> None:
+    def __init__(self, configs: Sequence[MetricConfig], params: Params, run_id: str) -> None:
         self._configs = list(configs)
+        self._params = params
+        self._run_id = run_id
+
+    def endpoints(self) -> list[tuple[str, str, ModelTarget]]:
+        return [(key, metric_scope(key), _model(metric)) for key, metric in batch_metrics(self._configs)]
 
     def setup(self) -> None:
         self._metrics = batch_metrics(self._configs)
 
-    def start_bundle(self) -> None:
-        self._packs: dict[tuple[str, Any], PackedRows] = {}
+    def batch_endpoints(self) -> dict[str, BatchEndpoint]:
+        return {key: self._endpoint(key, metric) for key, metric in batch_metrics(self._configs)}
 
-    def process(self, row: GeneratedRow) -> Iterator[Any]:
+    def _endpoint(self, key: str, metric: EndpointMetric[Any]) -> BatchEndpoint:
+        settings = metric.endpoint_settings
+        access = _model(metric)
+        return BatchEndpoint(
+            access,
+            metric.endpoint_handler(),
+            settings.max_retries,
+            settings.request_timeout,
+            metric_scope(key),
+            Redactor(access.secret_values()),
+            RunBudget.of(EndpointQuota.of(access, self._params, self._run_id)),  # the job's ledger, if any
+        )
+
+    def requests(self, row: GeneratedRow) -> Iterator[tuple[str | None, Any, Any]]:
         if row.failure is not None or row.item is None:
-            yield row
+            yield None, None, row
             return
         replies = dict(row.metric_responses or {})  # the store's and journal's answers are already there
         ctx = MetricContext(row.item, row.sample, baseline=row.baseline)
@@ -117,123 +114,33 @@ class KeyMetricBatchRequests(beam.DoFn):
             response_key = response_key_from_content(  # the key online judging uses, so the answers interchange
                 prepared.url, content, row.sample_index, prepared.headers, metric.endpoint_handler().secrets
             )
-            request = (row.row_index, row.sample_index, token, response_key, content)
+            request = (row.row_index, row.sample_index, response_key, content, token)
             requests.append((shard_key(key, row.row_index, _model(metric)), (prepared.url, request)))
         row = dataclasses.replace(row, metric_responses=replies) if replies else row
         if not requests:
-            yield row
+            yield None, None, row
             return
-        yield from self._add(self.WAITING, _block(row.row_index), (token, row))
+        yield WAITING, _block(row.row_index), (token, row)
         for shard, value in requests:
-            yield from self._add(self.REQUESTS, shard, value)
+            yield REQUESTS, shard, value
 
-    def finish_bundle(self) -> Iterator[beam.pvalue.TaggedOutput]:
-        for (tag, key), pack in self._packs.items():
-            yield beam.pvalue.TaggedOutput(tag, in_global_window((key, pack)))
-
-    def _add(self, tag: str, key: Any, value: Any) -> Iterator[beam.pvalue.TaggedOutput]:
-        pack = self._packs.setdefault((tag, key), PackedRows())
-        pack.append(value)
-        if len(pack) >= PACK_ROWS:
-            yield beam.pvalue.TaggedOutput(tag, (key, self._packs.pop((tag, key))))
-
-
-def _model(metric: EndpointMetric[Any]) -> ModelTarget:
-    access = metric.endpoint_access
-    assert isinstance(access, ModelTarget)  # batch_metrics keeps only model endpoints
-    return access
-
-
-class RunMetricBatches(beam.DoFn):
-    """``((metric key, shard), packs of (url, request))`` -> ``(block, PackedRows of (token, key, EndpointReply))``.
-
-    One pack per block of rows (``JOIN_ROWS``) the group's requests came from.
-
-    Without ``collect`` it only submits, and emits nothing (``submit_then_collect``).
-    """
-
-    def __init__(
-        self, configs: Sequence[MetricConfig], journal_dir: str, output: str, params: Params, run_id: str, collect: bool
-    ) -> None:
-        self._configs = list(configs)
-        self._journal_dir = journal_dir
-        self._output = output
-        self._params = params
-        self._run_id = run_id
-        self._collect = collect
-
-    def setup(self) -> None:
-        self._endpoints = {
-            key: _endpoint(key, metric, self._params, self._run_id) for key, metric in batch_metrics(self._configs)
-        }
-
-    def process(
-        self, keyed: tuple[tuple[str, int], Iterable[PackedRows | None]], _submitted: Any = None
-    ) -> Iterator[tuple[int, PackedRows]]:
-        (metric_key, shard), grouped = keyed
-        endpoint = self._endpoints[metric_key]
-        replies: dict[int, PackedRows] = {}
-        for url, found in by_url(_unpacked(grouped), endpoint.model.url).items():
-            requests: list[_Request] = sorted(found)
-            ids = [custom_id(row, sample, metric_key) for row, sample, _, _, _ in requests]
-            batch = [BatchRequest(cid, key, content) for cid, (*_, key, content) in zip(ids, requests, strict=True)]
-            outcomes = send_batches(endpoint, url, batch, self._journal_dir, self._output, shard, self._collect)
-            if self._collect:
-                for cid, (row_index, _, token, _, _) in zip(ids, requests, strict=True):
-                    reply = (token, metric_key, _reply(endpoint, outcomes[cid]))
-                    replies.setdefault(_block(row_index), PackedRows()).append(reply)
-        yield from replies.items()
-
-
-def _unpacked(grouped: Iterable[PackedRows | None]) -> Iterator[tuple[str, _Request] | None]:
-    """A group's ``(url, request)``s out of their packs; the collect trigger (None) as it is."""
-    for pack in grouped:
-        if pack is None:
-            yield None
+    def result(
+        self, endpoint: BatchEndpoint, name: str, url: str, request: Request, outcome: BatchOutcome
+    ) -> tuple[int, tuple[str, str, EndpointReply]]:
+        """The reply online judging would record for the same answer (or failure); ``attempts`` counts batches."""
+        answer = batch_answer(endpoint, outcome, f"the judge request is {PENDING}")
+        if isinstance(answer, EndpointReply):
+            reply = answer
         else:
-            yield from pack
+            reply = endpoint_reply(answer, status=200, attempts=outcome.submissions)
+            endpoint.record_usage(reply.prompt_tokens, reply.completion_tokens)
+        return _block(request[0]), (request[4], name, reply)
 
-
-def _endpoint(key: str, metric: EndpointMetric[Any], params: Params, run_id: str) -> BatchEndpoint:
-    settings = metric.endpoint_settings
-    access = _model(metric)
-    return BatchEndpoint(
-        access,
-        metric.endpoint_handler(),
-        settings.max_retries,
-        settings.request_timeout,
-        metric_scope(key),
-        Redactor(access.secret_values()),
-        RunBudget.of(EndpointQuota.of(access, params, run_id)),  # the job's ledger, if any
-    )
-
-
-def _reply(endpoint: BatchEndpoint, outcome: BatchOutcome) -> EndpointReply:
-    """The reply online judging would record for the same answer (or failure); ``attempts`` counts batches."""
-    attempts = outcome.submissions
-    if outcome.skipped:  # never submitted: the row is skipped, as an online call the budget refused
-        message = "not sent: its batch would have passed the run's budget (params.budget)"
-        return EndpointReply(error=message, error_kind="endpoint", attempts=attempts, failure_class="budget")
-    if outcome.pending:
-        return EndpointReply(error=f"the judge request is {PENDING}", error_kind="endpoint", attempts=attempts)
-    if outcome.failure is not None:
-        failure = outcome.failure
-        kind = classify(failure.status).failure_class if failure.status is not None else "fatal"
-        return EndpointReply(
-            error=endpoint.redactor.text(failure.error),
-            error_kind="endpoint",
-            status=failure.status,
-            attempts=attempts,
-            failure_class=kind,
-        )
-    try:
-        sample = endpoint.handler.parse(200, outcome.body)
-    except Exception as exc:  # noqa: BLE001 - a reply that does not parse fails the call, as online
-        message = endpoint.redactor.text(classify(exc).message)
-        return EndpointReply(error=message, error_kind="endpoint", status=200, attempts=attempts, failure_class="fatal")
-    reply = endpoint_reply(sample, status=200, attempts=attempts)
-    endpoint.record_usage(reply.prompt_tokens, reply.completion_tokens)
-    return reply
+    def emit(self, results: Iterator[tuple[int, tuple[str, str, EndpointReply]]]) -> Iterator[tuple[int, PackedRows]]:
+        replies: dict[int, PackedRows] = {}
+        for block, reply in results:
+            replies.setdefault(block, PackedRows()).append(reply)
+        yield from replies.items()
 
 
 class _AttachReplies(beam.DoFn):
@@ -264,7 +171,7 @@ def _attach(row: GeneratedRow, replies: dict[str, EndpointReply]) -> GeneratedRo
     return dataclasses.replace(row, metric_responses={**(row.metric_responses or {}), **replies})
 
 
-class BatchMetricCalls(beam.PTransform):
+class BatchMetricCalls(BatchCalls):
     """GeneratedRow -> the same rows, with the replies of every judge in batch mode (the rows that asked, in packs).
 
     Args:
@@ -283,38 +190,12 @@ class BatchMetricCalls(beam.PTransform):
         params: Params | None = None,
         run_id: str = "",
     ) -> None:
-        super().__init__()
-        self._configs = list(configs)
-        self._journal_dir = journal_dir
-        self._output = output
-        self._params = params or Params()
-        self._run_id = run_id
+        super().__init__(MetricBatch(configs, params or Params(), run_id), journal_dir, output)
 
     def expand(self, rows: beam.PCollection[GeneratedRow]) -> beam.PCollection[GeneratedRow]:
-        keyed = rows | "KeyMetricBatchRequests" >> beam.ParDo(KeyMetricBatchRequests(self._configs)).with_outputs(
-            KeyMetricBatchRequests.WAITING, KeyMetricBatchRequests.REQUESTS, main="done"
-        )
-        endpoints = [(key, metric_scope(key), _model(metric)) for key, metric in batch_metrics(self._configs)]
-        trigger = collect_trigger(rows.pipeline, endpoints, self._journal_dir, "CollectMetricTrigger")
-        grouped = (
-            (keyed[KeyMetricBatchRequests.REQUESTS], trigger)
-            | "WithTrigger" >> beam.Flatten()
-            | "MetricRequestsByShard" >> beam.GroupByKey()
-        )
-        configs, journal, output, params, run_id = (
-            self._configs,
-            self._journal_dir,
-            self._output,
-            self._params,
-            self._run_id,
-        )
-        replies = submit_then_collect(
-            grouped,
-            lambda collect: RunMetricBatches(configs, journal, output, params, run_id, collect),
-            "MetricBatches",
-        )
+        keyed, replies = self.batches(rows)
         answered = (
-            {"row": keyed[KeyMetricBatchRequests.WAITING], "replies": replies}
+            {"row": keyed[WAITING], "replies": replies}
             | "JoinReplies" >> beam.CoGroupByKey()
             | "AttachReplies" >> beam.ParDo(_AttachReplies())
         )
