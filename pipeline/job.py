@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,15 @@ from beameval.core.errors import EvaluatorError
 from beameval.core.sanitize import RowTooLarge
 from beameval.core.scoring import metric_keys
 from beameval.inference.answers import checked_reply
-from beameval.inference.spend_ledger import SPEND_DIR, endpoint_label, record_spent, spent_in, usage_before
+from beameval.inference.batch.ledger import LEDGER_DIR, live_holds
+from beameval.inference.spend_ledger import (
+    SPEND_DIR,
+    endpoint_label,
+    hold_for_invocation,
+    record_spent,
+    spent_in,
+    usage_before,
+)
 from beameval.inference.targets import make_handler
 from beameval.metrics.base import EndpointMetric
 from beameval.metrics.registry import metric_class, resolve
@@ -161,6 +170,25 @@ def add_earlier_usage(usage: dict[str, Any], earlier: dict[str, list[int]]) -> N
 def _read(path: str) -> str:
     with FileSystems.open(path) as handle:
         return str(handle.read().decode("utf-8"))
+
+
+def hold_live_batches(outputs: Iterable[str], job: JobScope) -> tuple[float, float]:
+    """Hold again what the batches still running hold of the job's budget (their estimates), in every output.
+
+    Each batch's estimate is held from its submission until its answers are collected, and
+    a ``--resume`` may collect batches an earlier invocation submitted. With the job's
+    ledger the holds go into this invocation's leases before any worker starts, and the
+    process that collects a batch settles its hold. Without one (a remote OUT_DIR) the
+    driver counts them as spent: held until the run ends. Returns what they hold.
+    """
+    from transforms.cache import files_for  # the record may be on a remote file system
+
+    folders = [FileSystems.join(output, JOURNAL_DIR, LEDGER_DIR) for output in dict.fromkeys(outputs)]
+    holds = [live_holds(folder, files_for(folder)) for folder in folders]
+    held = sum(tokens for tokens, _usd in holds), sum(usd for _tokens, usd in holds)
+    if job.spend is not None:
+        hold_for_invocation(job.spend, job.invocation, *held)
+    return held
 
 
 def spent_before(output: str, job: JobScope | None = None) -> tuple[float, float]:

@@ -9,11 +9,12 @@ order, once, so each money or durability rule lives in one place:
    preflight;
 2. before anything is paid or deleted: OUT_DIR's lock, a resumed config that changed, live
    batches that ``--overwrite`` would orphan;
-3. each target's first request (the preflight's paid one), then the outputs prepared, what
-   earlier invocations of the job spent, the store and journal shards, the first answers
-   handed to the journals, the job and its config recorded;
+3. what earlier invocations of the job spent, and what their batches still running hold;
+   each target's first request (the preflight's paid one), then the outputs prepared, the
+   store and journal shards, the first answers handed to the journals, the job and its
+   config recorded;
 4. one Beam job (``execute``) with every target's workers drawing on the job's budget less
-   what was spent;
+   what was spent and held;
 5. each target's run published (``finish_run``) with the job's spend from its ledger.
 
 A dry run (Beam's ``--dry_run``) builds the job and sends nothing: steps 2, 3 and 5 are skipped.
@@ -40,7 +41,15 @@ from pipeline.cache import lookup_shards, run_store_use
 from pipeline.finish import RunFailed, finish_run, pipeline_metrics, runner_info
 from pipeline.first_answer import HandOff, first_answer, hand_off
 from pipeline.graph import TargetBranch, build_job_graph
-from pipeline.job import endpoint_labels, first_paid, job_scope, job_spend, record_job, spent_before
+from pipeline.job import (
+    endpoint_labels,
+    first_paid,
+    hold_live_batches,
+    job_scope,
+    job_spend,
+    record_job,
+    spent_before,
+)
 from pipeline.job_record import check_resumed_config, record_job_config
 from pipeline.local_runner import choose_runner
 from pipeline.multi import publish_leaderboard, target_dir
@@ -126,13 +135,15 @@ def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, ru
     store = run_store_use(config, flags)
     scope = job_scope(flags.output, flags.resume and not dry_run)  # one job: one budget, one limit per endpoint
     spent = (0.0, 0.0)  # what earlier invocations of the job spent
+    held = (0.0, 0.0)  # what their batches still running hold (in the job's ledger, where there is one)
     shards: list[Sequence[str] | None] = [None] * len(targets)
     handed = [HandOff()] * len(targets)
     if not dry_run:  # a dry run sends nothing paid
         claim_output(flags, config, targets, run_id)
         if flags.resume:
             spent = spent_before(flags.output, scope)  # a --resume goes on with the same budget
-        firsts, before = [], spent
+            held = hold_live_batches((t.output for t in targets), scope)  # batches still running: their estimates
+        firsts, before = [], (spent[0] + held[0], spent[1] + held[1])
         for t, row in zip(targets, first_rows, strict=True):  # the first paid requests, within the job's budget
             first = first_answer(t.config, row, t.output, flags, store, job=scope.id, spent=before)
             if first is not None:  # the next target's first request draws on what this one left
@@ -146,7 +157,8 @@ def run_job(options: PipelineOptions, flags: EvalOptions, config: EvalConfig, ru
     if not dry_run:
         record_job(flags.output, scope, paid, endpoints)
         record_job_config(flags.output, config, flags.resume)
-    left = (spent[0] + paid[0], spent[1] + paid[1])  # what the workers' budget lacks
+    unledgered = held if scope.spend is None else (0.0, 0.0)  # a ledger holds them, and frees them as collected
+    left = (spent[0] + unledgered[0] + paid[0], spent[1] + unledgered[1] + paid[1])  # what the workers' budget lacks
     branches = [
         TargetBranch(
             t.name,

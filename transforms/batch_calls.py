@@ -172,6 +172,7 @@ class RunBatches(beam.DoFn):
             if self._collect:
                 for line, request in zip(batch, requests, strict=True):
                     yield self._plan.result(endpoint, name, url, request, outcomes[line.custom_id])
+                endpoint.settle_collected()  # every answer's usage is recorded: the collected batches' holds give way
 
 
 def batch_answer(endpoint: BatchEndpoint, outcome: BatchOutcome, pending: str) -> dict[str, Any] | EndpointReply:

@@ -14,7 +14,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
@@ -136,32 +136,36 @@ class BatchEndpoint:
     scope: str
     redactor: Redactor
     spend: RunBudget | None = None
+    #: Since ``settle_collected``: tokens and dollars the collected batches held, then what their answers used.
+    _collecting: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0], compare=False, repr=False)
 
-    def charge(self, chunk: Sequence[BatchRequest]) -> bool:
-        """Hold a batch's estimated cost (batch-priced) in the job's budget before it is submitted; False: no room.
+    def charge(self, chunk: Sequence[BatchRequest]) -> tuple[float, float] | None:
+        """Hold a batch's estimated cost (batch-priced) in the job's budget before it is submitted; None: no room.
 
         The whole estimate (prompt estimate + ``max_tokens`` per request) is held in the
         job's budget, the one every online request of every endpoint reserves from
-        (``RunBudget.hold``; with the job's ledger, leased from what all worker processes
-        share), when the batch is submitted: the answers arrive in one piece, possibly in a
-        later invocation. True at once without a budget.
+        (``RunBudget.hold``; with the job's ledger, in what all worker processes share),
+        when the batch is submitted: the answers arrive in one piece, possibly in another
+        process or a later invocation. Returns the ``(tokens, usd)`` held, recorded with
+        the batch's upload: whoever collects the batch settles its hold (``collected``),
+        and a ``--resume`` that finds it running holds it again. ``(0, 0)`` without a budget.
         """
         budget = self.spend
         if budget is None or (budget.max_tokens is None and budget.max_usd is None):
-            return True
+            return 0.0, 0.0
         pricing = self.model.pricing
         tokens = usd = 0.0
         for request in chunk:
             prompt, completion = estimate_tokens(json.loads(request.content), len(request.content))
             tokens += prompt + completion
             usd += 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
-        return budget.hold(tokens, usd)
+        return (tokens, usd) if budget.hold(tokens, usd) else None
 
     def record_usage(self, prompt: int | None, completion: int | None) -> None:
         """Record what one answer used (its tokens, batch-priced) in the job's ledger, when it is collected.
 
-        The charge before submission is this process's check on the estimate; the job's
-        spend, its budget across invocations and ``usage.budget``, is what the answers used.
+        The charge before submission is a check on the estimate; the job's spend, its budget
+        across invocations and ``usage.budget``, is what the answers used.
         """
         if self.spend is None:
             return
@@ -169,6 +173,24 @@ class BatchEndpoint:
         pricing = self.model.pricing
         usd = 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
         self.spend.settle(0, 0, prompt + completion, usd, endpoint=self.scope, prompt=prompt, completion=completion)
+        self._collecting[2] += prompt + completion
+        self._collecting[3] += usd
+
+    def collected(self, held: tuple[float, float]) -> None:
+        """A batch holding ``held`` of the budget was collected (its answers' usage is recorded next)."""
+        self._collecting[0] += held[0]
+        self._collecting[1] += held[1]
+
+    def settle_collected(self) -> None:
+        """Settle the holds of the batches collected since the last call, their answers' usage recorded by now.
+
+        Called once a group's answers have all been recorded (``record_usage``): the holds
+        give way to what was used, never before it is counted.
+        """
+        held_tokens, held_usd, used_tokens, used_usd = self._collecting
+        self._collecting[:] = [0.0, 0.0, 0.0, 0.0]
+        if self.spend is not None and (held_tokens or held_usd or used_tokens or used_usd):
+            self.spend.settle_hold((held_tokens, held_usd), (used_tokens, used_usd))
 
     def validate(self, body: Any) -> LineFailure | None:
         """Online mode's check of a 2xx reply (the handler's parse: choices present, an answer in them)."""
@@ -277,6 +299,7 @@ async def _run(
         sync=journal.sync,
         metadata={"beameval_output": output[-512:], "beameval_endpoint": endpoint.scope},
         charge=endpoint.charge,
+        collected=endpoint.collected,
         owns=None if shard is None else (lambda ids: _shard_of(ids, model) in (shard, None)),
     )
     try:

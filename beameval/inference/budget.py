@@ -162,18 +162,56 @@ class RunBudget:
     def hold(self, tokens: float, usd: float) -> bool:
         """Take room for a batch's estimate before it is submitted, from the same budget as every request.
 
-        False (nothing taken) when the job's budget cannot hold it. What is held stays held in
-        this process: a batch is paid for in one piece when its answers arrive, possibly in a
-        later invocation, and what they used is settled (and recorded in the job's ledger) as
-        any reply is, so the estimate is never recorded as spend. A process that also collects
-        the batch counts both until it ends: it may stop early, never spend past the budget.
+        False (nothing taken) when the job's budget cannot hold it. A batch is paid for in
+        one piece when its answers arrive, possibly in another process or invocation, so
+        with the job's ledger the estimate is held there, not in this process: whichever
+        process collects the batch settles it (``settle_hold``), as a reply settles a
+        request's reservation. Without a ledger (a remote OUT_DIR) it stays held in this
+        process until it ends: it may stop early, never spend past the budget.
         """
         with self._lock:
-            if self.stopped or (not self._fits(tokens, usd) and not self._lease(tokens, usd)):
+            if self.stopped:
+                return False
+            if self._ledger is not None:
+                if self._ledger.hold(tokens, usd):
+                    return True
+                self._return_idle()  # what this process leased and has not used may be what the hold lacks
+                return self._ledger.hold(tokens, usd)
+            if not self._fits(tokens, usd):
                 return False
             self._held_tokens += tokens
             self._held_usd += usd
             return True
+
+    def settle_hold(self, held: tuple[float, float], used: tuple[float, float]) -> None:
+        """Settle collected batches' holds: ``used`` (what their answers used, settled here already) stays spent.
+
+        With the job's ledger, the rest of what they held is free for every process again
+        (what was used becomes this process's, where it was spent). Without one, nothing
+        changes: the holds stay in the process that made them.
+        """
+        if self._ledger is None:
+            return
+        with self._lock:
+            self._ledger.settle_hold(held, used)
+            if self.max_tokens is not None:
+                self._limit_tokens += used[0]
+            if self.max_usd is not None:
+                self._limit_usd += used[1]
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            settled.set()  # room was freed: whoever waits checks again
+
+    def _return_idle(self) -> None:
+        """Give the job's ledger back what this process leased and neither spent nor reserved."""
+        assert self._ledger is not None
+        idle_tokens = max(self._limit_tokens - self.spent_tokens - self._reserved_tokens, 0.0)
+        idle_usd = max(self._limit_usd - self.spent_usd - self._reserved_usd, 0.0)
+        idle_tokens = idle_tokens if self.max_tokens is not None else 0.0
+        idle_usd = idle_usd if self.max_usd is not None else 0.0
+        self._ledger.give_back(idle_tokens, idle_usd)
+        self._limit_tokens -= idle_tokens
+        self._limit_usd -= idle_usd
 
     def _fits(self, tokens: float, usd: float) -> bool:
         """Whether a reservation fits in what the process may spend now (its caps, or its leases)."""

@@ -13,10 +13,14 @@ removes it) holds two kinds of file:
   of every invocation (``spent_in``), which is what a ``--resume`` starts from and what
   its ``results.json`` adds to its own usage (``usage_before``).
 * ``leases-<invocation>.json``: how much of this invocation's budget its processes have
-  taken, changed under an exclusive ``flock``. A process spends only what it leased; when
-  its next request does not fit, it leases at least what it lacks and up to 1/(2W) of
-  what is left (so the chunks shrink as the budget runs out, and what an idle worker holds
-  at the end is small), and it gives back what it holds when it stops. The processes
+  taken, and what the batches submitted and not yet collected hold of it (their estimates:
+  ``hold``, and ``hold_for_invocation`` for those a ``--resume`` finds running), changed
+  under an exclusive ``flock``. A collected batch's hold is settled by whichever process
+  collects it (``settle_hold``): what its answers used stays taken, the rest is free. A
+  process spends only what it leased; when its next request does not fit, it leases at
+  least what it lacks and up to 1/(2W) of what is left (so the chunks shrink as the budget
+  runs out, and what an idle worker holds at the end is small), and it gives back what it
+  holds when it stops. The processes
   together never lease more than the budget, and each stops only when the job's budget,
   not a fixed 1/W share of it, cannot pay for its next request.
 
@@ -39,7 +43,15 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SPEND_DIR", "SpendLedger", "endpoint_label", "record_spent", "spent_in", "usage_before"]
+__all__ = [
+    "SPEND_DIR",
+    "SpendLedger",
+    "endpoint_label",
+    "hold_for_invocation",
+    "record_spent",
+    "spent_in",
+    "usage_before",
+]
 
 #: The ledger's folder inside the journal (``OUT_DIR/_responses/``).
 SPEND_DIR = "spend"
@@ -102,6 +114,25 @@ class SpendLedger:
                 grant.append(min(left, max(need, left / (2 * self._workers))) if left > 0 else 0.0)
             _write_pair(handle, (taken[0] + grant[0], taken[1] + grant[1]))
         return grant[0], grant[1]
+
+    def hold(self, tokens: float, usd: float) -> bool:
+        """Take exactly ``tokens`` and ``usd`` (a batch's estimate) if they are not leased yet; False: they are."""
+        with _Locked(self._leases) as handle:
+            taken = _read_pair(handle)
+            need = (tokens if self._caps[0] is not None else 0.0, usd if self._caps[1] is not None else 0.0)
+            for cap, wanted, already in zip(self._caps, need, taken, strict=True):
+                if cap is not None and already + wanted > cap + _USD_EPSILON:
+                    return False
+            _write_pair(handle, (taken[0] + need[0], taken[1] + need[1]))
+        return True
+
+    def settle_hold(self, held: tuple[float, float], used: tuple[float, float]) -> None:
+        """A held batch was collected: what it ``used`` stays taken (its collector spent it), the rest is free."""
+        delta = [u - h if cap is not None else 0.0 for cap, h, u in zip(self._caps, held, used, strict=True)]
+        if delta[0] or delta[1]:
+            with _Locked(self._leases) as handle:
+                taken = _read_pair(handle)
+                _write_pair(handle, (max(taken[0] + delta[0], 0.0), max(taken[1] + delta[1], 0.0)))
 
     def give_back(self, tokens: float, usd: float) -> None:
         """Return leased budget this process will not spend (it stopped)."""
@@ -172,6 +203,20 @@ def record_spent(folder: str, invocation: str, tokens: float, usd: float, endpoi
     path = os.path.join(folder, f"spent-{invocation}-driver-{uuid.uuid4().hex[:8]}.log")
     with open(path, "a", encoding="ascii") as handle:
         handle.write(json.dumps({"tokens": float(tokens), "usd": float(usd), "endpoints": endpoints}) + "\n")
+
+
+def hold_for_invocation(folder: str, invocation: str, tokens: float, usd: float) -> None:
+    """Take ``tokens`` and ``usd`` of ``invocation``'s budget before its workers start (its caps unchecked).
+
+    What the batches still running hold when a ``--resume`` starts: the process that
+    collects one settles its hold (``SpendLedger.settle_hold``) as it would its own.
+    """
+    if tokens <= 0 and usd <= 0:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with _Locked(os.path.join(folder, f"leases-{invocation}.json")) as handle:
+        taken = _read_pair(handle)
+        _write_pair(handle, (taken[0] + max(tokens, 0.0), taken[1] + max(usd, 0.0)))
 
 
 def spent_in(folder: str) -> tuple[float, float]:

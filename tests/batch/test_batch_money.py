@@ -160,18 +160,48 @@ def test_a_batch_that_would_cross_the_budget_is_not_submitted(batch_server, writ
     assert (batch_server.batches()["files_uploaded"], batch_server.batches()["batches_created"]) == (0, 0)
     assert refused.results["stopped"] == "budget" and refused.results["counts"]["skipped"] == SMALL
 
-    # Room for any two of the four batches, never three: a request is charged ceil(characters / 4) + 256.
+    # Room for any two of the four batches while they run, never three: a request is charged
+    # ceil(characters / 4) + 256, held until its batch is collected.
     batch_server.reset()
-    per_chunk = sorted(
+    batch_server.batches(completion_s=600.0)
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    config["params"]["budget"] = {"max_tokens": _per_chunk()[-1] + _per_chunk()[-2]}
+    partial = run_eval(config)
+    assert partial.code == 75, partial.stderr  # two batches running, the other rows not sent
+    assert batch_server.batches()["batches_created"] == 2
+
+
+def _per_chunk() -> list[int]:
+    """The estimates of ``small_config``'s four batches of 50 rows, smallest first."""
+    return sorted(
         sum(math.ceil(len(r["question"]) / 4) + 256 for r in SMALL_DATA[i : i + 50]) for i in range(0, SMALL, 50)
     )
-    config["params"]["budget"] = {"max_tokens": per_chunk[-1] + per_chunk[-2]}
-    partial = run_eval(config)
-    assert partial.code == 5, partial.stderr
+
+
+def test_a_resume_holds_what_the_batches_still_running_hold(batch_server, write_jsonl, run_eval, tmp_path):
+    """Before: ``--resume`` forgot the estimates of the batches it found running and submitted the other two of four
+    against a budget with room for two (their estimates passed it by half)."""
+    batch_server.batches(completion_s=600.0)  # running until the test lets them finish
+    out = tmp_path / "held"
+    config = small_config(write_jsonl(SMALL_DATA), batch_server, wait=False)
+    budget = _per_chunk()[-1] + _per_chunk()[-2]  # any two batches, never three
+    config["params"]["budget"] = {"max_tokens": budget}
+    assert run_eval(config, output=out).code == 75
     assert batch_server.batches()["batches_created"] == 2
-    counts = partial.results["counts"]
-    assert (counts["ok"], counts["skipped"]) == (100, 100)
-    assert partial.results["usage"]["budget"]["spent_tokens"] == 6 * 100
+    held = [json.loads(p.read_text())["held"] for p in (out / "_responses" / "batches").glob("*-uploaded.json")]
+    assert len(held) == 2 and all(tokens in _per_chunk() and usd == 0 for tokens, usd in held)
+
+    again = run_eval(config, "--resume", output=out)
+    assert again.code == 75, again.stderr  # still running: nothing else fits beside what they hold
+    assert batch_server.batches()["batches_created"] == 2
+
+    batch_server.batches(finish_existing=True)  # collected, they hold nothing more: what they used is spent
+    done = run_eval(config, "--resume", output=out)
+    assert done.code == 75, done.stderr  # their rows are in; others went into new batches, as far as room allows
+    assert batch_server.batches()["batches_created"] in (3, 4)
+    spent = 6 * 100  # the collected batches' answers: 3 tokens in, 3 out, a row
+    new = sum(_batch_estimate(batch_server)) - sum(tokens for tokens, _usd in held)
+    assert 0 < new <= budget - spent  # what the new batches hold fits in what is left
 
 
 def test_overwrite_never_abandons_live_batches(batch_server, write_jsonl, run_eval, tmp_path):
@@ -223,27 +253,33 @@ def test_a_batch_judge_s_answers_are_the_job_s_spend(judge_server, write_jsonl, 
 
 
 def test_batch_target_and_batch_judge_share_one_budget(write_jsonl, run_eval):
-    """A target and a judge in batch mode hold their estimates in one budget: the judge's batches, which come
-    second, find no room left (each holding the whole ``params.budget`` would have let the job spend twice it)."""
-    target_estimate = sum(math.ceil(len(row["question"]) / 4) + 256 for row in DATA)
+    """A target and a judge in batch mode draw on one budget: the judge's batches, which come second, find what
+    the target's answers used spent, and room for two of their three while they run (each endpoint with a budget
+    of its own would have submitted all three)."""
     with ServerProcess() as target, ServerProcess() as judge:
         judge.configure(rules=JUDGE_RULES)
         for server in (target, judge):
             server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
-        config = two_endpoints(write_jsonl(DATA), target, judge)
-        config["params"]["budget"] = {"max_tokens": target_estimate}  # the target's batches, not one more request
+        config = two_endpoints(write_jsonl(DATA), target, judge, wait=False)
+        assert_judged(run_eval(config))
+        judge_estimates = _batch_estimate(judge)
+        assert len(judge_estimates) == 3 and sum(judge_estimates) > 1
+
+        for server in (target, judge):
+            server.reset()
+        target.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
+        judge.batches(validating_s=0.0, completion_s=600.0, outcomes=[])  # the judge's batches keep running
+        target_tokens = 6 * ROWS  # "question N please" and its echo, 3 words each
+        config["params"]["budget"] = {"max_tokens": target_tokens + sum(judge_estimates) - 1}
         result = run_eval(config)
-        assert result.code == 5, result.stderr
-        assert (target.batches()["batches_created"], judge.batches()["batches_created"]) == (3, 0)
-        assert judge.batches()["files_uploaded"] == 0
-        counts = result.results["counts"]
-        assert counts["skipped"] == ROWS and result.results["stopped"] == "budget"
+        assert result.code == 75, result.stderr  # the judge's batches are running
+        assert (target.batches()["batches_created"], judge.batches()["batches_created"]) == (3, 2)
 
 
 def _batch_estimate(server: ServerProcess) -> list[int]:
     """Each batch's estimate as charged before submission: per line, the characters of its messages and of its
-    ``response_format`` as JSON / 4 rounded up, plus its ``max_tokens`` (from the uploaded input files, not by the
-    evaluator's estimator)."""
+    ``response_format`` as JSON / 4 rounded up, plus its ``max_tokens`` or 256 (from the uploaded input files, not
+    by the evaluator's estimator)."""
     sizes = []
     with httpx.Client(base_url=server.base_url) as provider:
         for batch in server.batches()["batches"]:
@@ -254,7 +290,7 @@ def _batch_estimate(server: ServerProcess) -> list[int]:
                 assert set(body) <= {"model", "messages", "max_tokens", "response_format", "temperature"}, body
                 chars = sum(len(message["content"]) for message in body["messages"])
                 chars += len(json.dumps(body["response_format"])) if "response_format" in body else 0
-                total += math.ceil(chars / 4) + body["max_tokens"]
+                total += math.ceil(chars / 4) + body.get("max_tokens", 256)  # 256: a request that sets none
             sizes.append(total)
     return sorted(sizes)
 
@@ -271,13 +307,14 @@ def test_online_target_and_batch_judge_share_one_budget(judge_server, write_json
     target_tokens = free.results["usage"]["prompt_tokens"] + free.results["usage"]["completion_tokens"]
     assert target_tokens == 6 * ROWS  # "question N please" and its echo, 3 words each
 
-    # Room for every judge batch, or for the target's answers and all but one token of them: never both.
+    # Room for every judge batch, or for the target's answers and all but one token of them: never both while
+    # the judge's batches run (each holds its estimate until it is collected).
     judge_server.reset()
+    config = judge_config(write_jsonl(DATA), judge_server, wait=False)
+    config["target"]["model"]["pricing"] = TARGET_PRICE
     config["params"]["budget"] = {"max_tokens": sum(judge_batches_estimate) + target_tokens - 1}
-    judge_server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
+    judge_server.batches(validating_s=0.0, completion_s=600.0, outcomes=[])
     judge_server.configure(rules=JUDGE_RULES)
     limited = run_eval(config)
-    assert limited.code == 5, limited.stderr
+    assert limited.code == 75, limited.stderr
     assert judge_server.batches()["batches_created"] == 2
-    assert limited.results["stopped"] == "budget"
-    assert limited.results["counts"]["skipped"] in (2, 5)  # the batch left out: 5 or 2 of the 12 rows

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from beameval.inference.budget import RunBudget
-from beameval.inference.spend_ledger import SpendLedger, endpoint_label, spent_in, usage_before
+from beameval.inference.spend_ledger import SpendLedger, endpoint_label, hold_for_invocation, spent_in, usage_before
 
 
 def _worker(folder: Path, invocation: str, cap: float, workers: int = 2) -> RunBudget:
@@ -45,6 +45,32 @@ def test_a_worker_waits_while_its_requests_are_in_flight_then_gives_back_what_it
     second.settle(12, 0.0, 12, 0.0)
     assert second.try_reserve(7, 0.0) == "reserved"  # the 6 the first gave back, and the 1
     assert first.try_reserve(1, 0.0) == "stopped"  # stopped for good
+
+
+def test_a_batch_holds_its_estimate_until_any_worker_collects_it(tmp_path: Path) -> None:
+    """A hold is the job's, not the process's: another worker settles it, and what it used stays spent."""
+    submitter, collector = _worker(tmp_path, "a", 100.0), _worker(tmp_path, "a", 100.0)
+    assert submitter.hold(60, 0.0)  # the batch's estimate
+    assert not collector.hold(50, 0.0)  # 40 left while it runs
+    assert collector.try_reserve(40, 0.0) == "reserved"  # an online request takes the rest
+    collector.settle(40, 0.0, 40, 0.0)
+    collector.settle(0, 0.0, 10, 0.0, endpoint="batch", prompt=4, completion=6)  # the batch's answers used 10
+    collector.settle_hold((60, 0.0), (10, 0.0))
+    assert collector.try_reserve(50, 0.0) == "reserved"  # 100 - 40 - 10: the 50 the batch held and did not use
+    assert collector.try_reserve(1, 0.0) == "wait"
+    assert spent_in(str(tmp_path)) == (50.0, 0.0)  # the online request and the batch's answers
+
+
+def test_a_resume_holds_what_batches_still_running_hold(tmp_path: Path) -> None:
+    """What the record says live batches hold is taken before the workers start, and freed as they are collected."""
+    hold_for_invocation(str(tmp_path), "b", 70.0, 0.0)
+    worker = _worker(tmp_path, "b", 100.0)
+    assert not worker.hold(40, 0.0)  # 30 left beside the running batches
+    assert worker.try_reserve(30, 0.0) == "reserved"
+    worker.settle(30, 0.0, 30, 0.0)
+    worker.settle(0, 0.0, 5, 0.0)  # collected: its answers used 5 of the 70
+    worker.settle_hold((70, 0.0), (5, 0.0))
+    assert worker.hold(65, 0.0) and not worker.hold(1, 0.0)  # 100 - 30 - 5
 
 
 def test_a_torn_last_line_counts_the_line_before_it(tmp_path: Path) -> None:

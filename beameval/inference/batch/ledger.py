@@ -5,9 +5,11 @@ all or nothing (a torn file is skipped) and a remote file system shows each even
 it is closed; locally each file is fsync'd, and its folder too, before the run does
 anything else. File names sort in the order the events happened. Events:
 
-* ``uploaded``: ``{file_id, endpoint, requests: [[custom_id, key], ...]}``, written after
-  ``POST /files`` and before ``POST /batches``, so a crash between the two leaves a file
-  whose batch can be found again (by its ``input_file_id``) rather than paid twice;
+* ``uploaded``: ``{file_id, endpoint, requests: [[custom_id, key], ...], held: [tokens, usd]}``,
+  written after ``POST /files`` and before ``POST /batches``, so a crash between the two
+  leaves a file whose batch can be found again (by its ``input_file_id``) rather than paid
+  twice; ``held`` is the estimate the batch holds of the job's budget until it is collected
+  (``live_holds``: what a ``--resume`` holds again for the batches it finds running);
 * ``created``: ``{batch_id, file_id}``, right after ``POST /batches`` answered;
 * ``finished``: ``{batch_id, status, ok: [custom_id...], failed: {custom_id: {status,
   retryable, error}}, prompt_tokens, completion_tokens, ignored_lines}``, after the batch's
@@ -29,7 +31,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,7 @@ __all__ = [
     "LEDGER_DIR",
     "TARGET_SCOPE",
     "BatchLedger",
+    "live_holds",
     "FinishedBatch",
     "LedgerState",
     "LineFailure",
@@ -96,6 +99,7 @@ class LedgerState:
         scopes: input file id -> the scope (endpoint of the run) it belongs to.
         batches: batch id -> its input file id, in creation order.
         finished: batch id -> how it ended (absent while it is live).
+        held: input file id -> the ``(tokens, usd)`` its batch holds of the job's budget until collected.
 
     """
 
@@ -104,6 +108,7 @@ class LedgerState:
     scopes: dict[str, str] = field(default_factory=dict)
     batches: dict[str, str] = field(default_factory=dict)
     finished: dict[str, FinishedBatch] = field(default_factory=dict)
+    held: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def scoped(self, scope: str) -> LedgerState:
         """Only the files, batches and results of ``scope``."""
@@ -115,11 +120,18 @@ class LedgerState:
             {f: scope for f in files},
             batches,
             {b: done for b, done in self.finished.items() if b in batches},
+            {f: held for f, held in self.held.items() if f in files},
         )
 
     def live(self) -> list[str]:
         """The batches created and not yet collected."""
         return [batch for batch in self.batches if batch not in self.finished]
+
+    def held_live(self) -> tuple[float, float]:
+        """What the files not yet collected hold: a live batch's, or an orphan's (its batch may be running)."""
+        collected = {self.batches[batch] for batch in self.finished if batch in self.batches}
+        pending = [held for file_id, held in self.held.items() if file_id not in collected]
+        return sum(tokens for tokens, _usd in pending), sum(usd for _tokens, usd in pending)
 
     def orphans(self) -> list[str]:
         """Input files uploaded whose batch was never recorded (the run died between the two calls)."""
@@ -187,9 +199,14 @@ class BatchLedger:
         self._files = files or LocalFiles()
         self._local = not is_remote(directory)
 
-    def uploaded(self, file_id: str, endpoint: str, requests: Iterable[RequestId]) -> None:
+    def uploaded(
+        self, file_id: str, endpoint: str, requests: Iterable[RequestId], held: tuple[float, float] | None = None
+    ) -> None:
         listed = [list(r) for r in requests]
-        self._write("uploaded", {"file_id": file_id, "endpoint": endpoint, "part": self.part, "requests": listed})
+        event: dict[str, Any] = {"file_id": file_id, "endpoint": endpoint, "part": self.part, "requests": listed}
+        if held is not None and (held[0] or held[1]):
+            event["held"] = list(held)
+        self._write("uploaded", event)
 
     def created(self, batch_id: str, file_id: str) -> None:
         self._write("created", {"batch_id": batch_id, "file_id": file_id})
@@ -235,14 +252,7 @@ class BatchLedger:
     def _groups(self) -> dict[tuple[str | None, str | None], list[dict[str, Any]]]:
         """This scope's events by provider endpoint ``(url, model)``, in the order they happened."""
         groups: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
-        for path in self._files.match(self._files.join(self.directory, "*.json")):
-            try:
-                with self._files.open(path) as handle:
-                    event = json.loads(handle.read())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in _events(self.directory, self._files):
             # Before ids were recorded with their endpoint, only uploads named a scope: an old batch
             # event joins any scope, which keeps it only when it has one of that scope's files.
             legacy = "url" not in event and event.get("event") != "uploaded"
@@ -277,6 +287,33 @@ class BatchLedger:
             os.close(folder)
 
 
+def _events(directory: str, files: Files) -> Iterator[dict[str, Any]]:
+    """Every event in ``directory``, in the order they happened; unreadable (torn) files are skipped."""
+    for path in files.match(files.join(directory, "*.json")):
+        try:
+            with files.open(path) as handle:
+                event = json.loads(handle.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def live_holds(directory: str, files: Files | None = None) -> tuple[float, float]:
+    """What the batches of the record not yet collected hold of the job's budget, every scope and endpoint together.
+
+    A batch holds its estimate from its submission until its answers are collected, in
+    whatever invocation that happens: a ``--resume`` holds this again before it sends or
+    submits anything, so nothing it adds can take the job past its budget once they finish.
+    """
+    states: dict[tuple[Any, Any, Any], LedgerState] = {}
+    for event in _events(directory, files or LocalFiles()):
+        where = (event.get("scope", TARGET_SCOPE), event.get("url"), event.get("model"))
+        _apply(states.setdefault(where, LedgerState()), event)
+    holds = [state.held_live() for state in states.values()]
+    return sum(tokens for tokens, _usd in holds), sum(usd for _tokens, usd in holds)
+
+
 def _apply(state: LedgerState, event: Any) -> None:
     if not isinstance(event, dict):
         return
@@ -285,6 +322,9 @@ def _apply(state: LedgerState, event: Any) -> None:
         state.files[event["file_id"]] = [(str(c), str(k)) for c, k in event["requests"]]
         state.endpoints[event["file_id"]] = str(event.get("endpoint", ""))
         state.scopes[event["file_id"]] = str(event.get("scope", TARGET_SCOPE))
+        held = event.get("held")
+        if isinstance(held, list) and len(held) == 2 and all(isinstance(v, (int, float)) for v in held):
+            state.held[event["file_id"]] = (float(held[0]), float(held[1]))
     elif kind == "created":
         state.batches[event["batch_id"]] = event["file_id"]
     elif kind == "finished":

@@ -89,8 +89,10 @@ class BatchRun:
         record: keeps one answer in the response journal, ``record(key, body)``.
         sync: makes every recorded answer durable.
         metadata: put on every batch (the run's output, for a person looking at the provider's console).
-        charge: reserves a chunk's estimated cost in the run's budget before it is submitted;
-            False when it would cross the budget (the chunk is not submitted). None: no budget.
+        charge: holds a chunk's estimated cost in the run's budget before it is submitted and
+            returns it as ``(tokens, usd)``, recorded with the upload; None when it would
+            cross the budget (the chunk is not submitted). No ``charge``: no budget.
+        collected: told what a batch held (as recorded with its upload) once it is collected.
         owns: whether a live batch (its requests) is this call's to poll and collect. None: every one.
         sleep: awaited between polls.
         clock: monotonic seconds.
@@ -106,7 +108,8 @@ class BatchRun:
     record: Callable[[str, Any], None]
     sync: Callable[[], None]
     metadata: dict[str, str]
-    charge: Callable[[Sequence[BatchRequest]], bool] | None = None
+    charge: Callable[[Sequence[BatchRequest]], tuple[float, float] | None] | None = None
+    collected: Callable[[tuple[float, float]], None] | None = None
     owns: Callable[[Sequence[RequestId]], bool] | None = None
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
@@ -219,14 +222,17 @@ async def _submit(
             None, False, f"the request is larger than batch.max_bytes ({settings.max_bytes:,} bytes)"
         )
     for chunk in chunks:
-        if run.charge is not None and not run.charge(chunk):
+        held = None if run.charge is None else run.charge(chunk)
+        if run.charge is not None and held is None:
             skipped.update(request.custom_id for request in chunk)
             continue
         content = b"".join(request_line(request, run.endpoint) for request in chunk)
         # A unique name: how the file is found again when the upload's reply is lost.
         file_id = await run.client.upload(content, f"beameval-{chunk[0].custom_id}-{uuid.uuid4().hex}.jsonl")
         ids = [(request.custom_id, request.key) for request in chunk]
-        run.ledger.uploaded(file_id, run.endpoint, ids)
+        run.ledger.uploaded(file_id, run.endpoint, ids, held)
+        if held is not None:
+            state.held[file_id] = held
         state.files[file_id] = ids
         batch = await run.client.create(file_id, run.endpoint, run.metadata)
         run.ledger.created(str(batch["id"]), file_id)  # first, before anything else can fail
@@ -296,6 +302,9 @@ async def _collect(
     run.sync()  # every answer is durable before the ledger says the batch needs no collecting
     run.ledger.finished(batch_id, done)
     state.finished[batch_id] = done
+    held = state.held.get(state.batches.get(batch_id, ""))
+    if held is not None and run.collected is not None:
+        run.collected(held)
 
 
 def _tokens(body: Any) -> tuple[int, int]:
