@@ -318,3 +318,26 @@ def test_online_target_and_batch_judge_share_one_budget(judge_server, write_json
     limited = run_eval(config)
     assert limited.code == 75, limited.stderr
     assert judge_server.batches()["batches_created"] == 2
+
+
+def test_a_collected_batch_leaves_what_it_did_not_use_to_the_online_judge(judge_server, write_jsonl, run_eval):  # noqa: F811
+    """Before: the target's batches held their estimates until the run ended, beside what their answers used, and
+    an online judge after them found no room in a budget with room for all of it: every row skipped, exit 5."""
+    config = judge_config(write_jsonl(DATA), judge_server, judge_mode="batch", target_mode="batch")
+    assert_judged(run_eval(config))
+    judge_estimates = _batch_estimate(judge_server)  # the judge's requests, batched: their online estimates too
+    judge_request = max(judge_estimates) / 5  # max_requests: 5, the largest batch full
+
+    judge_server.reset()
+    judge_server.batches(validating_s=0.0, completion_s=0.0, outcomes=[])
+    judge_server.configure(rules=JUDGE_RULES)
+    config = judge_config(write_jsonl(DATA), judge_server, judge_mode="online", target_mode="batch")
+    target_estimate = sum(math.ceil(len(row["question"]) / 4) + 256 for row in DATA)
+    target_tokens = 6 * ROWS  # what the target's answers use
+    # Room for the target's batches while they run, not one token more; after them, for what they used and more
+    # than one judge request at a time (never beside the target's estimates too).
+    config["params"]["budget"] = {"max_tokens": target_estimate}
+    assert target_estimate - target_tokens > judge_request
+    judged = run_eval(config)
+    assert_judged(judged)
+    assert judged.results["usage"]["budget"]["spent_tokens"] <= config["params"]["budget"]["max_tokens"]
