@@ -153,8 +153,8 @@ def response_digest(
     secrets = tuple(secrets)
     try:
         tail = _key_tail(index, tuple(headers.items()) if headers else (), secrets)
-    except TypeError:  # a value that cannot be a cache key: built as it always is (and refused there if not JSON)
-        tail = f",{index},".encode() + canonical_json(keyed_headers(headers, secrets)) + b"]"
+    except TypeError:  # a value that cannot be a cache key: built uncached (and refused there if not JSON)
+        tail = _tail_bytes(index, headers, secrets)
     digest.update(tail)
     return digest.digest()
 
@@ -170,8 +170,13 @@ def _key_head(url: str) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _key_tail(sample_index: int, headers: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> bytes:
+    """``_tail_bytes``, made once per sample index, headers and secrets."""
+    return _tail_bytes(sample_index, dict(headers), secrets)
+
+
+def _tail_bytes(sample_index: int, headers: Mapping[str, str] | None, secrets: tuple[str, ...]) -> bytes:
     """``,INDEX,[[name,value],...]]``: what follows the body in the key's list."""
-    return f",{sample_index},".encode() + canonical_json(keyed_headers(dict(headers), secrets)) + b"]"
+    return f",{sample_index},".encode() + canonical_json(keyed_headers(headers, secrets)) + b"]"
 
 
 def prepared_key(prepared: PreparedRequest, sample_index: int | None = None, secrets: Iterable[str] = ()) -> str:
