@@ -51,22 +51,12 @@ class PackedRows(list[Any]):
     def __reduce__(self) -> tuple[Any, tuple[type, bytes]]:
         packed: bytes | None = getattr(self, "_packed", None)
         if packed is None:
-            packed = self._packed = pack_bytes(self.dumps())
+            packed = self._packed = pack_bytes(pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL))
         return _unpacked, (type(self), packed)
-
-    def dumps(self) -> bytes:
-        """The rows as bytes, before compression (``loads`` reads them back); a subclass may lay them out its way."""
-        return pickle.dumps(list(self), pickle.HIGHEST_PROTOCOL)
-
-    @classmethod
-    def loads(cls, data: bytes) -> list[Any]:
-        """The rows ``dumps`` wrote."""
-        rows: list[Any] = pickle.loads(data)  # noqa: S301 - this run's own rows
-        return rows
 
 
 def _unpacked(cls: type[PackedRows], payload: bytes) -> PackedRows:
-    rows = cls(cls.loads(unpack_bytes(payload)))
+    rows = cls(pickle.loads(unpack_bytes(payload)))  # noqa: S301 - this run's own rows
     rows._packed = payload
     return rows
 
