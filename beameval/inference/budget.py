@@ -198,9 +198,7 @@ class RunBudget:
                 self._limit_tokens += used[0]
             if self.max_usd is not None:
                 self._limit_usd += used[1]
-        settled, self._settled = self._settled, None
-        if settled is not None:
-            settled.set()  # room was freed: whoever waits checks again
+        self._wake()  # room was freed
 
     def _return_idle(self) -> None:
         """Give the job's ledger back what this process leased and neither spent nor reserved."""
@@ -272,9 +270,13 @@ class RunBudget:
                 counts[2] += completion
                 capped = self.max_tokens is not None or self.max_usd is not None
                 self._ledger.record(self.spent_tokens, self.spent_usd, self._endpoints, now=capped)  # as it happens
+        self._wake()
+
+    def _wake(self) -> None:
+        """Whoever waits for a reservation to fit checks again."""
         settled, self._settled = self._settled, None
         if settled is not None:
-            settled.set()  # whoever waits checks again
+            settled.set()
 
     def describe(self) -> str:
         """The refusal message: which cap, and what was spent of it."""

@@ -129,18 +129,11 @@ class SpendLedger:
     def settle_hold(self, held: tuple[float, float], used: tuple[float, float]) -> None:
         """A held batch was collected: what it ``used`` stays taken (its collector spent it), the rest is free."""
         delta = [u - h if cap is not None else 0.0 for cap, h, u in zip(self._caps, held, used, strict=True)]
-        if delta[0] or delta[1]:
-            with _Locked(self._leases) as handle:
-                taken = _read_pair(handle)
-                _write_pair(handle, (max(taken[0] + delta[0], 0.0), max(taken[1] + delta[1], 0.0)))
+        _add_taken(self._leases, delta[0], delta[1])
 
     def give_back(self, tokens: float, usd: float) -> None:
         """Return leased budget this process will not spend (it stopped)."""
-        if tokens <= 0 and usd <= 0:
-            return
-        with _Locked(self._leases) as handle:
-            taken = _read_pair(handle)
-            _write_pair(handle, (taken[0] - max(tokens, 0.0), taken[1] - max(usd, 0.0)))
+        _add_taken(self._leases, -max(tokens, 0.0), -max(usd, 0.0))
 
     def record(self, tokens: float, usd: float, endpoints: EndpointUsage, *, now: bool) -> None:
         """Note this process's cumulative spend: appended at once with ``now``, else within ``FLUSH_S`` seconds.
@@ -211,12 +204,8 @@ def hold_for_invocation(folder: str, invocation: str, tokens: float, usd: float)
     What the batches still running hold when a ``--resume`` starts: the process that
     collects one settles its hold (``SpendLedger.settle_hold``) as it would its own.
     """
-    if tokens <= 0 and usd <= 0:
-        return
     Path(folder).mkdir(parents=True, exist_ok=True)
-    with _Locked(os.path.join(folder, f"leases-{invocation}.json")) as handle:
-        taken = _read_pair(handle)
-        _write_pair(handle, (taken[0] + max(tokens, 0.0), taken[1] + max(usd, 0.0)))
+    _add_taken(os.path.join(folder, f"leases-{invocation}.json"), max(tokens, 0.0), max(usd, 0.0))
 
 
 def spent_in(folder: str) -> tuple[float, float]:
@@ -283,6 +272,15 @@ class _Locked:
     def __exit__(self, *_: object) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
+
+
+def _add_taken(leases: str, tokens: float, usd: float) -> None:
+    """Add ``tokens`` and ``usd`` (either may be negative) to what the leases file says is taken, never below 0."""
+    if not tokens and not usd:
+        return
+    with _Locked(leases) as handle:
+        taken = _read_pair(handle)
+        _write_pair(handle, (max(taken[0] + tokens, 0.0), max(taken[1] + usd, 0.0)))
 
 
 def _read_pair(fd: int) -> tuple[float, float]:
