@@ -127,11 +127,10 @@ class LedgerState:
         """The batches created and not yet collected."""
         return [batch for batch in self.batches if batch not in self.finished]
 
-    def held_live(self) -> tuple[float, float]:
-        """What the files not yet collected hold: a live batch's, or an orphan's (its batch may be running)."""
+    def held_live(self) -> list[tuple[float, float]]:
+        """What each file not yet collected holds: a live batch's, or an orphan's (its batch may be running)."""
         collected = {self.batches[batch] for batch in self.finished if batch in self.batches}
-        pending = [held for file_id, held in self.held.items() if file_id not in collected]
-        return sum(tokens for tokens, _usd in pending), sum(usd for _tokens, usd in pending)
+        return [held for file_id, held in self.held.items() if file_id not in collected]
 
     def orphans(self) -> list[str]:
         """Input files uploaded whose batch was never recorded (the run died between the two calls)."""
@@ -310,7 +309,7 @@ def live_holds(directory: str, files: Files | None = None) -> tuple[float, float
     for event in _events(directory, files or LocalFiles()):
         where = (event.get("scope", TARGET_SCOPE), event.get("url"), event.get("model"))
         _apply(states.setdefault(where, LedgerState()), event)
-    holds = [state.held_live() for state in states.values()]
+    holds = [held for state in states.values() for held in state.held_live()]
     return sum(tokens for tokens, _usd in holds), sum(usd for _tokens, usd in holds)
 
 
