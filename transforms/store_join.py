@@ -35,7 +35,7 @@ from beameval.cache.entry import (
     bucket_of,
     choose,
     iter_lines,
-    line_key,
+    line_raw_key,
     pack_bytes,
     pack_lines,
     unpack_bytes,
@@ -88,10 +88,9 @@ def _read_shard(path: str) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
         raise _ShardGone(path) from exc
     with stream:
         for line in iter_lines(stream):
-            key = line_key(line)
-            if key is None:  # a torn line, another key version: skipped
+            raw = line_raw_key(line)
+            if raw is None:  # a torn line, another key version: skipped
                 continue
-            raw = bytes.fromhex(key)
             bucket = bucket_of(raw, BUCKETS)
             keys[bucket].append(raw)
             lines[bucket].append(line)

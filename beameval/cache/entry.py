@@ -20,11 +20,11 @@ faster than zlib's fastest level, and smaller.
 
 from __future__ import annotations
 
+import binascii
 import codecs
 import json
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -40,6 +40,7 @@ __all__ = [
     "encode_entry",
     "iter_lines",
     "line_key",
+    "line_raw_key",
     "line_row",
     "pack_bytes",
     "pack_lines",
@@ -56,9 +57,11 @@ _VERSION = b'","v":' + str(KEY_VERSION).encode() + b","
 _HEX = frozenset(b"0123456789abcdef")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
+class StoredResponse(NamedTuple):
     """A response read back from a journal or the store.
+
+    A named tuple, not a frozen dataclass: a cached rerun decodes one for every row, and a
+    tuple is built in a quarter of the time.
 
     Attributes:
         key: the request's ``response_key``.
@@ -134,6 +137,21 @@ def line_key(line: bytes) -> str | None:
         return None
     entry = _parse(line)
     return entry.key if entry is not None else None
+
+
+def line_raw_key(line: bytes) -> bytes | None:
+    """``bytes.fromhex(line_key(line))``, or None: the join reads every line's key as raw bytes.
+
+    A key that is not hexadecimal (a line written by something else) yields None too.
+    """
+    if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + len(_VERSION)] == _VERSION:
+        key = line[len(_PREFIX) : _KEY_END]
+        return binascii.unhexlify(key) if _HEX.issuperset(key) else None
+    parsed = line_key(line)
+    try:
+        return None if parsed is None else bytes.fromhex(parsed)
+    except ValueError:
+        return None
 
 
 _ROW = b',"row":"'

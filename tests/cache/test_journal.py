@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from beameval.cache.entry import KEY_VERSION, StoredResponse, choose, decode_entry, encode_entry, line_key
+from beameval.cache.entry import (
+    KEY_VERSION,
+    StoredResponse,
+    choose,
+    decode_entry,
+    encode_entry,
+    line_key,
+    line_raw_key,
+)
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_key
 
@@ -90,6 +98,20 @@ def test_torn_lines_and_other_key_versions_yield_nothing():
     # Written by another tool with other key order: still read, by parsing.
     reordered = json.dumps({"response": REPLY, "recorded_at": 2.0, "model": None, "v": KEY_VERSION, "key": KEY})
     assert line_key(reordered.encode()) == KEY
+
+
+def test_the_raw_key_is_the_hex_key_as_bytes_for_every_kind_of_line():
+    line = encode_entry(KEY, REPLY, "m", 1.0).rstrip(b"\n")
+    upper = line.replace(KEY.encode(), KEY.upper().encode())
+    other = json.dumps({"key": KEY, "v": KEY_VERSION + 1, "model": "m", "recorded_at": 1.0, "response": {}}).encode()
+    reordered = json.dumps({"response": REPLY, "recorded_at": 2.0, "model": None, "v": KEY_VERSION, "key": KEY})
+    not_hex = json.dumps({"key": "z" * 64, "v": KEY_VERSION, "model": None, "recorded_at": 2.0, "response": {}})
+    lines = [line, line[: len(line) // 2], line[:40], upper, other, reordered.encode(), not_hex.encode(), b"", b"x"]
+    expected = [bytes.fromhex(KEY), bytes.fromhex(KEY), None, None, None, bytes.fromhex(KEY), None, None, None]
+    assert [line_raw_key(each) for each in lines] == expected
+    for each in lines[:6]:  # wherever line_key has an answer, the raw key is its bytes
+        key = line_key(each)
+        assert line_raw_key(each) == (None if key is None else bytes.fromhex(key))
 
 
 def test_choose_picks_the_earliest_parsable_copy_in_any_order():
