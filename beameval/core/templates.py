@@ -65,8 +65,8 @@ class Template:
         self.source = source
         self.name = name
         self._render = _compile(source, name)
-        # A constant or one ``{{ a.b.c }}`` lookup cannot loop or grow: it renders without a budget.
-        self._plain = isinstance(source, str) and (not _has_jinja(source) or _is_lookup(source))
+        # Constants, ``{{ a.b.c }}`` lookups and text joining them cannot loop or grow: no budget needed.
+        self._plain = _budget_free(source)
 
     def render(self, context: Mapping[str, Any]) -> Any:
         """Render against ``context``.
@@ -198,6 +198,21 @@ def _single_expression(source: str) -> str | None:
     ):
         return text[2:-2].strip()
     return None
+
+
+def _budget_free(source: Any) -> bool:
+    """Whether every string of ``source`` is a constant, one plain lookup, or text and plain lookups.
+
+    Such a template (most prompts: ``"{{ item.id }}: {{ item.question }}"`` in a message)
+    renders with no loop, call or filter, whichever way it renders, so it needs no budget.
+    """
+    if isinstance(source, Mapping):
+        return all(_budget_free(value) for value in source.values())
+    if isinstance(source, list):
+        return all(_budget_free(value) for value in source)
+    if not isinstance(source, str) or not _has_jinja(source):
+        return True
+    return _is_lookup(source) or ("tojson" not in source and _text_of_lookups(source) is not None)
 
 
 def _is_lookup(source: str) -> bool:

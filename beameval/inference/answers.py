@@ -21,8 +21,7 @@ body) and calls ``answered_row``; it needs nothing else to stay consistent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from beameval.core.records import EndpointReply, GeneratedRow, InferenceInfo, InputRow, RowFailure, replaced
 from beameval.core.sanitize import RowTooLarge, writable_reply
@@ -30,9 +29,11 @@ from beameval.core.sanitize import RowTooLarge, writable_reply
 __all__ = ["CheckedReply", "answered_row", "checked_reply", "endpoint_reply", "reply_usage"]
 
 
-@dataclass(frozen=True, slots=True)
-class CheckedReply:
-    """A parsed reply made writable, with its token counts and the notes on what was changed."""
+class CheckedReply(NamedTuple):
+    """A parsed reply made writable, with its token counts and the notes on what was changed.
+
+    A named tuple: one is made for every answer, and a tuple is built in a fraction of a frozen dataclass's time.
+    """
 
     sample: dict[str, Any]
     prompt_tokens: int | None

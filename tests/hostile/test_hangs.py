@@ -94,6 +94,11 @@ def test_templates_that_loop_or_grow_without_end_fail_fast_with_a_clear_message(
         Template(source, "prompt_template").render({"item": {}})
     assert expected in str(caught.value)
     assert str(caught.value).startswith("template 'prompt_template' ")
+    # In a message, next to text and lookups that need no budget, the same template is stopped the same way.
+    tree = {"messages": [{"role": "system", "content": "{{ item.id }}: hi"}, {"role": "user", "content": source}]}
+    with pytest.raises(TemplateError) as in_tree:
+        Template(tree, "prompt_template").render({"item": {"id": 1}})
+    assert expected in str(in_tree.value)
 
 
 def test_ordinary_templates_are_untouched_by_the_budget():
