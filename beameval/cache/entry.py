@@ -71,6 +71,10 @@ class StoredResponse(NamedTuple):
         row: in the run's journal, the row (``row_index/sample_index``) whose request was
             answered: a send-time look-up (``journal_index``) tells a retry of that row (the
             request was paid for this row) from another row asking the same. None elsewhere.
+        nesting: when the response is known to hold no lone surrogate, a bound on how
+            deep it nests (the count of ``{`` and ``[`` bytes in its line but the entry's
+            own: every object and array of it writes one); None when not known. A reply
+            then needs no check of its text and nesting (``TargetHandler.parse_nesting``).
 
     """
 
@@ -79,6 +83,7 @@ class StoredResponse(NamedTuple):
     model: str | None
     recorded_at: float
     row: str | None = None
+    nesting: int | None = None
 
 
 def encode_entry(key: str, response: Any, model: str | None, recorded_at: float, row: str | None = None) -> bytes:
@@ -184,7 +189,7 @@ _LONG_DIGITS = b"0" * 19
 
 
 def _parse(line: bytes) -> StoredResponse | None:
-    data = _loads(line)
+    data, strict = _loads(line)
     if data is None:
         return None
     if not isinstance(data, dict) or data.get("v") != KEY_VERSION or "response" not in data:
@@ -193,11 +198,14 @@ def _parse(line: bytes) -> StoredResponse | None:
     if not isinstance(key, str) or len(key) != 64 or not isinstance(recorded_at, (int, float)):
         return None
     model = model if isinstance(model, str) else None
-    return StoredResponse(key, data["response"], model, float(recorded_at), row if isinstance(row, str) else None)
+    # orjson refuses lone surrogates, so what it read holds none; the line's other brackets are in its text.
+    nesting = line.count(b"{") + line.count(b"[") - 1 if strict else None
+    row = row if isinstance(row, str) else None
+    return StoredResponse(key, data["response"], model, float(recorded_at), row, nesting)
 
 
-def _loads(line: bytes) -> Any:
-    """The line's JSON value, exactly as ``json.loads`` reads it; None when it does not parse.
+def _loads(line: bytes) -> tuple[Any, bool]:
+    """The line's JSON value, exactly as ``json.loads`` reads it (None: it does not parse), and if orjson read it.
 
     ``orjson`` reads a stored line in about a third of ``json``'s time, and a cached rerun
     decodes every row's entry. It reads RFC 8259 strictly, so what it refuses and ``json``
@@ -208,13 +216,13 @@ def _loads(line: bytes) -> Any:
     """
     if _LONG_DIGITS not in line.translate(_DIGITS):
         try:
-            return orjson.loads(line)
+            return orjson.loads(line), True
         except orjson.JSONDecodeError:
             pass
     try:
-        return json.loads(line)
+        return json.loads(line), False
     except ValueError:  # UnicodeDecodeError included
-        return None
+        return None, False
 
 
 def choose(lines: Iterable[bytes | str]) -> StoredResponse | None:

@@ -49,17 +49,19 @@ def reply_usage(sample: dict[str, Any]) -> tuple[Any, Any]:
     return usage.get("prompt_tokens"), usage.get("completion_tokens")
 
 
-def checked_reply(sample: dict[str, Any]) -> CheckedReply:
+def checked_reply(sample: dict[str, Any], known_clean: bool = False) -> CheckedReply:
     """Check and clean one parsed reply (a target's or a metric endpoint's), whatever its source.
+
+    ``known_clean``: its text and nesting are known to be clean (``sanitize.clean_value``).
 
     Raises:
         RowTooLarge: the reply is nested deeper than ``sanitize.MAX_NESTING``.
     """
-    cleaned, prompt, completion, notes = writable_reply(sample, *reply_usage(sample))
+    cleaned, prompt, completion, notes = writable_reply(sample, *reply_usage(sample), known_clean)
     return CheckedReply(cleaned, prompt, completion, notes)
 
 
-def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> GeneratedRow:
+def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo, known_clean: bool = False) -> GeneratedRow:
     """The row a target's parsed reply makes, the same for a fresh, a journaled and a stored reply.
 
     Args:
@@ -67,6 +69,9 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> 
         sample: the handler's parsed reply (``TargetHandler.parse``).
         info: what the source knows of the call; its token counts are replaced by the
             reply's own, checked.
+        known_clean: the source knows the reply holds no lone surrogate and is not nested
+            too deep (``TargetHandler.parse_nesting``), so its text and nesting are not
+            looked at again; its token counts are checked all the same.
 
     Returns:
         An ok row, or a failed one (phase ``sample_generation``) when the reply cannot
@@ -74,7 +79,7 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo) -> 
     """
     request = info.request or row.request  # the request sent, whatever the source
     try:
-        checked = checked_reply(sample)
+        checked = checked_reply(sample, known_clean)
     except RowTooLarge as exc:
         failure = RowFailure("sample_generation", [f"row {row.row_index}: the model's reply {exc}."])
         info = replaced(info, request=request)

@@ -52,6 +52,9 @@ class AgentHandler(TargetHandler):
 
     """
 
+    #: The trajectory goes one level down; the sample's own ``response`` is five levels deep.
+    parse_nesting = 5
+
     def __init__(self, target: AgentTarget, api_key: str | None) -> None:
         self.target = target
         self.url = target.url

@@ -41,6 +41,11 @@ class TargetHandler(ABC):
             models listing); None when the endpoint has none.
         ca_bundle: a PEM file of CA certificates to trust instead of the system's.
         max_response_bytes: the largest reply body the engine accepts.
+        parse_nesting: how many levels deeper than the reply's own nesting a sample of
+            ``parse`` can nest, when ``parse`` also puts no text in the sample but the
+            reply's own (whole, cut or joined) and constants; None when that is not known.
+            With it, a reply read from the store whose nesting and text are known
+            (``cache.entry.StoredResponse.nesting``) skips ``sanitize.clean_value``.
 
     """
 
@@ -50,6 +55,7 @@ class TargetHandler(ABC):
     probe_url: str | None = None
     ca_bundle: str | None = None
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    parse_nesting: int | None = None
 
     @abstractmethod
     def prepare(self, rendered: Any, item: Mapping[str, Any] | None = None) -> PreparedRequest:

@@ -65,6 +65,9 @@ class ModelHandler(TargetHandler):
 
     """
 
+    #: ``extract_sample`` puts the reply one level down, and its own ``usage`` at that level.
+    parse_nesting = 1
+
     def __init__(self, target: ModelTarget, params: Params, api_key: str | None) -> None:
         self.target = target
         self.base_url, self.chat_url, self.completions_url = endpoint_urls(target.url)
