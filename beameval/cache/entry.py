@@ -214,7 +214,9 @@ def _loads(line: bytes) -> tuple[Any, bool]:
     float to orjson, an exact int to ``json``), cannot occur in a line with no run of 19
     digits, and any other line goes to ``json`` too. Every line thus gives ``json``'s value.
     """
-    if _LONG_DIGITS not in line.translate(_DIGITS):
+    # The key's 64 hex digits sit in a string at a fixed place (``encode_entry``): a run of digits there is text.
+    after_key = _KEY_END if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + 1] == b'"' else 0
+    if line.translate(_DIGITS).find(_LONG_DIGITS, after_key) < 0:
         try:
             return orjson.loads(line), True
         except orjson.JSONDecodeError:

@@ -88,6 +88,17 @@ def test_every_response_value_decodes_as_json_loads_reads_it(value: bytes):
     assert bom is not None and repr(bom.response) == repr(entry.response)
 
 
+def test_digits_in_the_key_do_not_send_a_line_to_the_slow_reader():
+    """A key is text: a run of 19 digits in it (one line in about 170) is not a number orjson could misread."""
+    digits_key = "1234567890123456789012" + "a" * 42
+    reply = b'{"n":[1,2],"t":"x"}'
+    entry = decode_entry(encode_entry(digits_key, reply, "m", 3.0))
+    assert entry is not None and entry.key == digits_key and entry.nesting == 2  # orjson read it
+    long_number = decode_entry(encode_entry(digits_key, b'{"n":12345678901234567890123}', "m", 3.0))
+    assert long_number is not None and long_number.nesting is None  # json read it: the int is exact
+    assert long_number.response["n"] == 12345678901234567890123
+
+
 def test_torn_lines_and_other_key_versions_yield_nothing():
     line = encode_entry(KEY, REPLY, "m", 1.0).rstrip(b"\n")
     torn = line[: len(line) // 2]
