@@ -47,20 +47,37 @@ def collect_provenance(
     if generated is None:
         models = fingerprints.pipeline | "NoModels" >> beam.Create([[]])
     else:
-        models = (
-            generated
-            | "ReplyModels" >> beam.FlatMap(_reply_models)
-            | "CountModels" >> beam.CombinePerKey(sum)
-            | "ModelsSeen" >> beam.combiners.ToList()
-        )
+        models = generated | "ModelsSeen" >> beam.CombineGlobally(_ModelCounts())
     path = FileSystems.join(output, PROVENANCE_FILE)
     _ = fingerprint | "WriteProvenance" >> beam.Map(_write, path, beam.pvalue.AsSingleton(models))
 
 
-def _reply_models(element: GeneratedRow | list[GeneratedRow]) -> Iterable[tuple[tuple[str | None, str | None], int]]:
-    """``(models, count)`` for the rows of a row or a batch (``transforms.row_batches``)."""
-    found = (reply_models(row.sample) if row.sample else None for row in rows_of(element))
-    return Counter(models for models in found if models is not None).items()
+_Models = tuple[str | None, str | None]
+
+
+class _ModelCounts(beam.CombineFn):
+    """Rows or row batches (``transforms.row_batches``) -> ``[(models, count)]`` of the replies' models.
+
+    One combine (counted where the rows are, merged once), not a count per key and then a
+    list of the keys: a local runner runs each of those as stages of their own.
+    """
+
+    def create_accumulator(self) -> Counter[_Models]:
+        return Counter()
+
+    def add_input(self, counts: Counter[_Models], element: GeneratedRow | list[GeneratedRow]) -> Counter[_Models]:
+        found = (reply_models(row.sample) if row.sample else None for row in rows_of(element))
+        counts.update(models for models in found if models is not None)
+        return counts
+
+    def merge_accumulators(self, accumulators: Iterable[Counter[_Models]]) -> Counter[_Models]:
+        merged: Counter[_Models] = Counter()
+        for counts in accumulators:
+            merged.update(counts)
+        return merged
+
+    def extract_output(self, counts: Counter[_Models]) -> list[tuple[_Models, int]]:
+        return list(counts.items())
 
 
 def _write(dataset: dict[str, Any], path: str, models: list[tuple[tuple[str | None, str | None], int]]) -> None:

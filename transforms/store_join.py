@@ -118,12 +118,15 @@ class _ReadShards(beam.DoFn):
             yield beam.pvalue.TaggedOutput(GONE, path)
 
 
-def _read_successors(gone: list[str], listed: list[str]) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
+def _read_successors(
+    all_gone: tuple[None, Iterable[str]], listed: list[str]
+) -> Iterator[tuple[int, tuple[int, bytes, bytes]]]:
     """The batches of the shards that replaced the ``gone`` ones (``store.successors``), read on one worker.
 
     Only a compaction or prune during the run gets here, so the shards it wrote are read
     sequentially; one deleted again meanwhile sends the search round once more.
     """
+    gone = list(all_gone[1])
     seen = list(listed)
     for _ in range(_SUCCESSOR_ROUNDS):
         if not gone:
@@ -166,13 +169,14 @@ class ReadResponses(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection[tuple[int, tuple[int, bytes, bytes]]]:
         read = (
             pbegin
-            | "Shards" >> beam.Create(self._shards)
-            | "Spread" >> beam.Reshuffle()
+            | "Shards" >> beam.Create(self._shards)  # spread over the workers (Create reshuffles more than one)
             | "Lines" >> beam.ParDo(_ReadShards()).with_outputs(GONE, main="lines")
         )
+        # One group of every deleted shard (a compaction replaces many with one): none, and nothing runs.
         replaced = (
             read[GONE]
-            | "Gone" >> beam.combiners.ToList()
+            | "Gone" >> beam.WithKeys(None)
+            | "AllGone" >> beam.GroupByKey()
             | "Successors" >> beam.FlatMap(_read_successors, self._shards)
         )
         return (read["lines"], replaced) | "AllLines" >> beam.Flatten()

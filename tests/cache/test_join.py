@@ -103,3 +103,25 @@ def test_the_join_picks_the_earliest_entry_and_skips_torn_lines_and_other_versio
             | beam.MapTuple(lambda value, best: (value, None if best is None else best.response))
         )
         assert_that(joined, equal_to(expected))
+
+
+def test_shards_deleted_after_the_listing_are_read_from_the_shard_that_replaced_them_once(tmp_path: Path):
+    """A compaction between the listing and the read: two listed shards are gone, one new shard holds their entries.
+
+    Both gone shards lead to the same successor, which is read once (every entry once), and
+    a run with nothing deleted reads no successor at all.
+    """
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(line(1, "kept", NOW) + b"\n")
+    gone = [str(tmp_path / "gone-a.jsonl"), str(tmp_path / "gone-b.jsonl")]  # listed, deleted before the read
+    (tmp_path / "compacted.jsonl").write_bytes(b"".join(line(n, f"r{n}", NOW) + b"\n" for n in (2, 3)))
+
+    def read_keys(shards: list[str], expected: list[bytes]) -> None:
+        with beam.Pipeline() as pipeline:
+            batches = pipeline | ReadResponses(shards) | beam.Values()
+            keys = batches | beam.FlatMap(lambda batch: [batch[1][i : i + 32] for i in range(0, len(batch[1]), 32)])
+            assert_that(keys, equal_to(expected))  # each once
+
+    read_keys([str(kept), *gone], [raw(1), raw(2), raw(3)])  # the successor read once for both gone shards
+    (tmp_path / "compacted.jsonl").unlink()
+    read_keys([str(kept)], [raw(1)])
