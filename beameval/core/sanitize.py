@@ -130,6 +130,8 @@ def clean_count(value: Any, what: str) -> tuple[int | None, str | None]:
         for anything else (a huge or negative number, a string); ``(None, None)`` when
         it was not reported.
     """
+    if type(value) is int and 0 <= value <= INT64_MAX:  # nearly every count: one test
+        return value, None
     if value is None:
         return None, None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -160,7 +162,8 @@ def writable_reply(
     notes = [f"the reply's {SURROGATE_NOTE}"] if changed else []
     prompt, prompt_note = clean_count(prompt_tokens, "usage.prompt_tokens")
     completion, completion_note = clean_count(completion_tokens, "usage.completion_tokens")
-    notes += [note for note in (prompt_note, completion_note) if note]
+    if prompt_note or completion_note:
+        notes += [note for note in (prompt_note, completion_note) if note]
     return cleaned, prompt, completion, notes
 
 

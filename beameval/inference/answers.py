@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from beameval.core.records import EndpointReply, GeneratedRow, InferenceInfo, InputRow, RowFailure, replaced
+from beameval.core.records import EndpointReply, GeneratedRow, InferenceInfo, InputRow, RowFailure
 from beameval.core.sanitize import RowTooLarge, writable_reply
 
 __all__ = ["CheckedReply", "answered_row", "checked_reply", "endpoint_reply", "reply_usage"]
@@ -67,8 +67,9 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo, kno
     Args:
         row: the input row the request was built from.
         sample: the handler's parsed reply (``TargetHandler.parse``).
-        info: what the source knows of the call; its token counts are replaced by the
-            reply's own, checked.
+        info: what the source knows of the call, made for this row: the row takes it,
+            with its token counts set to the reply's own, checked, and its request to the
+            one sent (not a copy: a cached rerun builds little else per row).
         known_clean: the source knows the reply holds no lone surrogate and is not nested
             too deep (``TargetHandler.parse_nesting``), so its text and nesting are not
             looked at again; its token counts are checked all the same.
@@ -77,19 +78,15 @@ def answered_row(row: InputRow, sample: dict[str, Any], info: InferenceInfo, kno
         An ok row, or a failed one (phase ``sample_generation``) when the reply cannot
         be written; ``info`` is kept on both.
     """
-    request = info.request or row.request  # the request sent, whatever the source
+    info.request = info.request or row.request  # the request sent, whatever the source
     try:
         checked = checked_reply(sample, known_clean)
     except RowTooLarge as exc:
         failure = RowFailure("sample_generation", [f"row {row.row_index}: the model's reply {exc}."])
-        info = replaced(info, request=request)
         return GeneratedRow(
             row.row_index, row.item, {}, row.raw, failure, info, sample_index=row.sample_index, notes=row.notes
         )
-    # One copy, not two, and not by dataclasses.replace: a cached rerun does little else per row.
-    info = replaced(
-        info, request=request, prompt_tokens=checked.prompt_tokens, completion_tokens=checked.completion_tokens
-    )
+    info.prompt_tokens, info.completion_tokens = checked.prompt_tokens, checked.completion_tokens
     return GeneratedRow(
         row.row_index,
         row.item,
