@@ -284,7 +284,9 @@ class AnswerFromStore(_TargetRequests):
                 hits.append((digest, fields))
         if hits:
             rows = pack_bytes(pickle.dumps(hits, pickle.HIGHEST_PROTOCOL))
-            yield beam.pvalue.TaggedOutput(STORED, StoredHits.of(rows, replies))
+            answered = [entry for entry, sample in zip(joined.entries, samples, strict=True) if sample is not None]
+            clean = clean_replies(self._handler, answered)
+            yield beam.pvalue.TaggedOutput(STORED, StoredHits.of(rows, replies, clean))
             self._hits.inc(len(hits))
         self._misses.inc(len(samples) - len(hits))
 
