@@ -240,12 +240,9 @@ class KeyRequests(_TargetRequests):
             except (EvaluatorError, TypeError, ValueError):  # GenerateSamples fails the row with the full message
                 pass
             else:
-                fields = _row_fields(row)  # with the request as sent (the rows/ column), the input left as it is
-                request = content.decode("utf-8")
-                return key, (
-                    digest,
-                    (*fields[:_REQUEST], request, *fields[_REQUEST + 1 : _PROMPT], None, *fields[_PROMPT + 1 :]),
-                )
+                fields = list(_row_fields(row))  # with the request as sent (the rows/ column), the input as it is
+                fields[_REQUEST], fields[_PROMPT] = content.decode("utf-8"), None
+                return key, (digest, tuple(fields))
         return None, (None, _row_fields(row))
 
 
