@@ -132,12 +132,8 @@ def _has_jinja(source: Any) -> bool:
 
 def _compile(source: Any, name: str) -> Any:
     """Return a function of the context that renders ``source``."""
-    if isinstance(source, Mapping):
-        parts = {key: _compile(value, name) for key, value in source.items()}
-        return lambda ctx: {key: render(ctx) for key, render in parts.items()}
-    if isinstance(source, list):
-        items = [_compile(value, name) for value in source]
-        return lambda ctx: [render(ctx) for render in items]
+    if isinstance(source, (Mapping, list)):
+        return _compile_tree(source, name)
     if not isinstance(source, str) or not _has_jinja(source):
         return lambda ctx: source
     decode_json = "tojson" in source
@@ -183,6 +179,42 @@ def _compile(source: Any, name: str) -> Any:
 
     pieces = None if decode_json else _text_of_lookups(source)
     return render_string if pieces is None else _joined(pieces, render_string)
+
+
+#: Levels of a dict/list template written out in one generated function; deeper levels get functions of their own.
+_GENERATED_DEPTH = 32
+
+
+def _compile_tree(source: Mapping[Any, Any] | list[Any], name: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A dict/list template -> one function that builds it, with new containers on every call.
+
+    The tree is written out as one Python display, ``{_0: [{_1: _2, _3: _4(ctx)}]}``, over
+    names bound to its keys, its constants and its strings' render functions, and compiled
+    once: a chat prompt renders in about half the time of a closure per container, and a
+    prompt renders once a row. The generated code holds only those names, never any text
+    of the template. Every ``_GENERATED_DEPTH`` levels a subtree gets a function of its
+    own (the compiler refuses very deep displays).
+    """
+    bound: dict[str, Any] = {}
+
+    def bind(value: Any) -> str:
+        ref = f"_{len(bound)}"
+        bound[ref] = value
+        return ref
+
+    def display(node: Any, level: int) -> str:
+        if isinstance(node, (Mapping, list)) and level >= _GENERATED_DEPTH:
+            return f"{bind(_compile_tree(node, name))}(ctx)"
+        if isinstance(node, Mapping):
+            return "{" + ", ".join(f"{bind(key)}: {display(value, level + 1)}" for key, value in node.items()) + "}"
+        if isinstance(node, list):
+            return "[" + ", ".join(display(value, level + 1) for value in node) + "]"
+        if not isinstance(node, str) or not _has_jinja(node):
+            return bind(node)  # a constant, the same object every time (texts and numbers: immutable)
+        return f"{bind(_compile(node, name))}(ctx)"
+
+    code = f"lambda ctx: {display(source, 0)}"
+    return eval(code, {"__builtins__": {}, **bound})  # noqa: S307 - names only
 
 
 def _single_expression(source: str) -> str | None:

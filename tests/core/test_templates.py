@@ -32,6 +32,42 @@ def test_dict_and_list_templates_render_recursively_and_constants_pass_through()
     assert Template("constant", "t").is_constant
 
 
+def _rendered_one_by_one(source, item):
+    """The tree rendered container by container, each string through its own Template."""
+    if isinstance(source, dict):
+        return {key: _rendered_one_by_one(value, item) for key, value in source.items()}
+    if isinstance(source, list):
+        return [_rendered_one_by_one(value, item) for value in source]
+    return render(source, item) if isinstance(source, str) else source
+
+
+def test_a_tree_renders_as_its_parts_do_in_order_with_new_containers_each_time():
+    deep = "{{ item.q }}"
+    for level in range(250):  # deeper than Python's compiler takes in one display
+        deep = {f"k{level}": deep, "n": [level, None]} if level % 2 else [deep, True]
+    source = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "{{ item.id }}: {{ item.q }}"},
+        ],
+        "z": "{{ item.n }}",
+        "a": [1.5, None, False, "{% if item.n %}yes{% endif %}", {"nested": ["{{ item.q | upper }}"]}, []],
+        7: "int key",
+        "deep": deep,
+        "empty": {},
+        "quote": 'say "ctx" \\ {{ item.q }} _0(ctx)',
+    }
+    item = {"id": 3, "q": "hi", "n": 2}
+    first = render(source, item)
+    assert first == _rendered_one_by_one(source, item)
+    assert list(first) == list(source) and first["z"] == 2 and first["a"][3] == "yes"
+    first["messages"][0]["content"] = "changed"
+    first["a"][5].append("x")
+    second = render(source, item)
+    assert second == _rendered_one_by_one(source, item)  # nothing shared with the first result
+    assert second["messages"][0]["content"] == "be brief" and second["a"][5] == []
+
+
 def test_bare_names_and_sample_override_item():
     assert render("{{ question }}", {"question": "q1"}) == "q1"
     assert render("{{ output_text }}", {"output_text": "from item"}, {"output_text": "from sample"}) == "from sample"
