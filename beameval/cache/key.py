@@ -145,7 +145,7 @@ def response_digest(
     The one definition of the key's bytes: exactly ``canonical_json`` of the key's list,
     built around the body's bytes. Everything but the body is the same for every row of a
     run, so the hash of what comes before the body (``_key_head``) is made once and copied,
-    and what comes after it (``_key_tail``) is made once.
+    and what comes after it (``_tail_of``) is made once.
     """
     digest = _key_head(url).copy()
     digest.update(content)
@@ -170,10 +170,7 @@ def _tail_of(index: int, headers: Mapping[str, str] | None, secrets: tuple[str, 
     held = _TAILS.get(memo)
     if held is not None and held[0] is headers:
         return held[1]
-    try:
-        tail = _key_tail(index, tuple(headers.items()) if headers else (), secrets)
-    except TypeError:  # a value that cannot be a cache key: built uncached (and refused there if not JSON)
-        tail = _tail_bytes(index, headers, secrets)
+    tail = _tail_bytes(index, headers, secrets)  # refused there if a header is not JSON
     if len(_TAILS) >= _TAILS_HELD:
         _TAILS.clear()
     _TAILS[memo] = (headers, tail)
@@ -187,12 +184,6 @@ def _key_head(url: str) -> Any:
     """SHA-256 after ``["beameval-response",VERSION,"url",``: copied (never updated) for each body."""
     url_json = json.dumps(normalize_url(url), ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(_KEY_HEAD + url_json + b",")
-
-
-@functools.lru_cache(maxsize=256)
-def _key_tail(sample_index: int, headers: tuple[tuple[str, str], ...], secrets: tuple[str, ...]) -> bytes:
-    """``_tail_bytes``, made once per sample index, headers and secrets."""
-    return _tail_bytes(sample_index, dict(headers), secrets)
 
 
 def _tail_bytes(sample_index: int, headers: Mapping[str, str] | None, secrets: tuple[str, ...]) -> bytes:
