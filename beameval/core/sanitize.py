@@ -63,21 +63,14 @@ def clean_text(text: str) -> tuple[str, bool]:
     return _SURROGATE.sub("\ufffd", text), True
 
 
-def clean_value(value: Any, known_clean: bool = False) -> tuple[Any, bool]:
+def clean_value(value: Any) -> tuple[Any, bool]:
     """A JSON-like value (a reply, a sample) with its text cleaned, and whether anything changed.
 
     Unchanged values are returned as they are (no copy).
 
-    Args:
-        value: the value.
-        known_clean: the caller knows the value holds no lone surrogate and nests at most
-            ``MAX_NESTING`` deep (a stored reply, by how it was read): nothing to look at.
-
     Raises:
         RowTooLarge: the value is nested deeper than ``MAX_NESTING`` (Beam could not pickle it).
     """
-    if known_clean:
-        return value, False
     if isinstance(value, str):
         return clean_text(value)
     if not isinstance(value, (dict, list)):
@@ -150,7 +143,8 @@ def writable_reply(
         sample: the handler's parsed reply (``output_text``, ``response``, ...).
         prompt_tokens: ``usage.prompt_tokens`` as the endpoint reported it.
         completion_tokens: ``usage.completion_tokens`` as reported.
-        known_clean: the sample's text and nesting are known to be clean (``clean_value``).
+        known_clean: the caller knows the sample holds no lone surrogate and nests at most
+            ``MAX_NESTING`` deep (a stored reply, by how it was read): ``clean_value`` is skipped.
 
     Returns:
         ``(sample, prompt_tokens, completion_tokens, notes)``.
@@ -158,7 +152,7 @@ def writable_reply(
     Raises:
         RowTooLarge: the reply is nested deeper than ``MAX_NESTING``.
     """
-    cleaned, changed = clean_value(sample, known_clean)
+    cleaned, changed = (sample, False) if known_clean else clean_value(sample)
     notes = [f"the reply's {SURROGATE_NOTE}"] if changed else []
     prompt, prompt_note = clean_count(prompt_tokens, "usage.prompt_tokens")
     completion, completion_note = clean_count(completion_tokens, "usage.completion_tokens")
