@@ -27,7 +27,7 @@ from beameval.inference.batch.ledger import TARGET_SCOPE
 from beameval.inference.batch.lines import custom_id
 from beameval.inference.batch.runner import BatchOutcome
 from beameval.inference.budget import RunBudget
-from beameval.inference.prepared import canonical_json, request_hash_from_bytes
+from beameval.inference.prepared import request_hash_from_bytes, wire_bytes
 from beameval.inference.quota import EndpointQuota
 from beameval.inference.targets import make_handler
 from transforms.batch_calls import REQUESTS, BatchCalls, BatchPlan, Request, batch_answer
@@ -71,7 +71,7 @@ class TargetBatch(BatchPlan):
             return None, GeneratedRow(row.row_index, row.item, {}, row.raw, row.failure, sample_index=row.sample_index)
         try:
             prepared = target_request(self._handler, row)
-            content = canonical_json(prepared.body)
+            content = wire_bytes(prepared)
         except (EvaluatorError, TypeError, ValueError) as exc:
             failure = RowFailure("sample_generation", [f"row {row.row_index}: {exc}"])
             return None, GeneratedRow(row.row_index, row.item, {}, row.raw, failure, sample_index=row.sample_index)
