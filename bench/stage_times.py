@@ -75,11 +75,12 @@ class StageTimes:
         self.collection_cpu[generation] += time.thread_time() - self._collecting
 
     def report(self, started: float) -> str:
-        """The per-stage lines (stages under 0.05 s of CPU left out) and the totals."""
+        """The per-stage lines (the busiest, and every other of 0.05 s of CPU or more) and the totals."""
+        busiest = sorted(self.cpu, key=self.cpu.__getitem__, reverse=True)
         lines = [
             f"{self.cpu[name]:7.2f} s CPU {self.wall[name]:7.2f} s wall {self.wait[name]:6.2f} s waiting  {name[:110]}"
-            for name in sorted(self.cpu, key=self.cpu.__getitem__, reverse=True)
-            if self.cpu[name] >= 0.05
+            for rank, name in enumerate(busiest)
+            if rank == 0 or self.cpu[name] >= 0.05
         ]
         lines.append(
             f"{sum(self.cpu.values()):7.2f} s CPU {sum(self.wall.values()):7.2f} s wall in bundles; "

@@ -16,7 +16,7 @@ from beameval.testserver.harness import PROJECT_ROOT
 def test_stage_times_reports_every_busy_stage_and_the_totals(tmp_path: Path) -> None:
     data = tmp_path / "data.jsonl"
     data.write_text(
-        "".join(json.dumps({"q": f"q{i}", "a": "x", "out": "x" if i % 2 else "y"}) + "\n" for i in range(2000))
+        "".join(json.dumps({"q": f"q{i}", "a": "x", "out": "x" if i % 2 else "y"}) + "\n" for i in range(20_000))
     )
     config = {
         "dataset": {"path": str(data)},
@@ -27,7 +27,7 @@ def test_stage_times_reports_every_busy_stage_and_the_totals(tmp_path: Path) -> 
     command += ["--output", str(tmp_path / "out"), "--progress_interval=0"]
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tmp_path / "out" / "results.json").read_text())["counts"]["rows"] == 2000
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["counts"]["rows"] == 20_000
     stages = re.findall(r"^ *([\d.]+) s CPU +([\d.]+) s wall +([\d.]+) s waiting  (.+)$", done.stderr, re.M)
     assert any("ReadRows" in name for *_, name in stages), done.stderr[-2000:]  # the offline run's one stage
     total = re.search(r"^ *([\d.]+) s CPU +([\d.]+) s wall in bundles; process ([\d.]+) s CPU", done.stderr, re.M)
