@@ -135,13 +135,11 @@ def line_key(line: bytes) -> str | None:
         another ``KEY_VERSION``.
 
     """
-    if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + len(_VERSION)] == _VERSION:
-        key = line[len(_PREFIX) : _KEY_END]
-        if _HEX.issuperset(key):
-            return key.decode("ascii")
-        return None
-    entry = _parse(line)
-    return entry.key if entry is not None else None
+    key = _laid_out_key(line)
+    if key is None:
+        entry = _parse(line)
+        return entry.key if entry is not None else None
+    return key.decode("ascii") if _HEX.issuperset(key) else None
 
 
 def line_raw_key(line: bytes) -> bytes | None:
@@ -149,14 +147,24 @@ def line_raw_key(line: bytes) -> bytes | None:
 
     A key that is not hexadecimal (a line written by something else) yields None too.
     """
-    if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + len(_VERSION)] == _VERSION:
-        key = line[len(_PREFIX) : _KEY_END]
+    key = _laid_out_key(line)
+    if key is not None:
         return binascii.unhexlify(key) if _HEX.issuperset(key) else None
-    parsed = line_key(line)
+    entry = _parse(line)
     try:
-        return None if parsed is None else bytes.fromhex(parsed)
+        return None if entry is None else bytes.fromhex(entry.key)
     except ValueError:
         return None
+
+
+def _laid_out_key(line: bytes) -> bytes | None:
+    """The key's 64 bytes when the line is laid out as ``encode_entry`` writes it (this version); None otherwise.
+
+    Such a line's key and version sit at fixed places, so both are read without parsing it.
+    """
+    if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + len(_VERSION)] == _VERSION:
+        return line[len(_PREFIX) : _KEY_END]
+    return None
 
 
 _ROW = b',"row":"'
@@ -214,8 +222,8 @@ def _loads(line: bytes) -> tuple[Any, bool]:
     float to orjson, an exact int to ``json``), cannot occur in a line with no run of 19
     digits, and any other line goes to ``json`` too. Every line thus gives ``json``'s value.
     """
-    # The key's 64 hex digits sit in a string at a fixed place (``encode_entry``): a run of digits there is text.
-    after_key = _KEY_END if line.startswith(_PREFIX) and line[_KEY_END : _KEY_END + 1] == b'"' else 0
+    # The key of a line laid out as ``encode_entry`` writes it is a string: a run of digits there is text.
+    after_key = 0 if _laid_out_key(line) is None else _KEY_END
     if line.translate(_DIGITS).find(_LONG_DIGITS, after_key) < 0:
         try:
             return orjson.loads(line), True
