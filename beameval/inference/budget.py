@@ -148,11 +148,7 @@ class RunBudget:
                     return "wait"
                 self.stopped = True
                 if self._ledger is not None:  # what it holds is for the other processes now
-                    self._ledger.give_back(
-                        self._limit_tokens - self.spent_tokens if self.max_tokens is not None else 0.0,
-                        self._limit_usd - self.spent_usd if self.max_usd is not None else 0.0,
-                    )
-                    self._limit_tokens, self._limit_usd = self.spent_tokens, self.spent_usd
+                    self._return_idle()
             if self.stopped:
                 return "stopped"
             self._reserved_tokens += tokens
