@@ -136,8 +136,9 @@ class BatchEndpoint:
     scope: str
     redactor: Redactor
     spend: RunBudget | None = None
-    #: Since ``settle_collected``: tokens and dollars the collected batches held, then what their answers used.
-    _collecting: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0], compare=False, repr=False)
+    #: Since ``settle_collected``, ``[tokens, usd]``: what the collected batches held, and what their answers used.
+    _held: list[float] = field(default_factory=lambda: [0.0, 0.0], compare=False, repr=False)
+    _used: list[float] = field(default_factory=lambda: [0.0, 0.0], compare=False, repr=False)
 
     def charge(self, chunk: Sequence[BatchRequest]) -> tuple[float, float] | None:
         """Hold a batch's estimated cost (batch-priced) in the job's budget before it is submitted; None: no room.
@@ -173,13 +174,13 @@ class BatchEndpoint:
         pricing = self.model.pricing
         usd = 0.0 if pricing is None else pricing.cost(prompt, completion, batch=True)
         self.spend.settle(0, 0, prompt + completion, usd, endpoint=self.scope, prompt=prompt, completion=completion)
-        self._collecting[2] += prompt + completion
-        self._collecting[3] += usd
+        self._used[0] += prompt + completion
+        self._used[1] += usd
 
     def collected(self, held: tuple[float, float]) -> None:
         """A batch holding ``held`` of the budget was collected (its answers' usage is recorded next)."""
-        self._collecting[0] += held[0]
-        self._collecting[1] += held[1]
+        self._held[0] += held[0]
+        self._held[1] += held[1]
 
     def settle_collected(self) -> None:
         """Settle the holds of the batches collected since the last call, their answers' usage recorded by now.
@@ -187,10 +188,11 @@ class BatchEndpoint:
         Called once a group's answers have all been recorded (``record_usage``): the holds
         give way to what was used, never before it is counted.
         """
-        held_tokens, held_usd, used_tokens, used_usd = self._collecting
-        self._collecting[:] = [0.0, 0.0, 0.0, 0.0]
-        if self.spend is not None and (held_tokens or held_usd or used_tokens or used_usd):
-            self.spend.settle_hold((held_tokens, held_usd), (used_tokens, used_usd))
+        held, used = (self._held[0], self._held[1]), (self._used[0], self._used[1])
+        self._held[:] = [0.0, 0.0]
+        self._used[:] = [0.0, 0.0]
+        if self.spend is not None and any(held + used):
+            self.spend.settle_hold(held, used)
 
     def validate(self, body: Any) -> LineFailure | None:
         """Online mode's check of a 2xx reply (the handler's parse: choices present, an answer in them)."""
