@@ -36,12 +36,11 @@ from beameval.cache.entry import StoredResponse, pack_bytes, unpack_bytes
 from beameval.cache.files import Files, LocalFiles, is_remote
 from beameval.cache.journal import JournalWriter
 from beameval.cache.key import response_digest
-from beameval.cache.recording import sample_from_stored
+from beameval.cache.recording import clean_replies, sample_from_stored
 from beameval.config.schema import EvalConfig
 from beameval.core.errors import EvaluatorError
 from beameval.core.prompt import render_prompt, rendered_prompt
 from beameval.core.records import GeneratedRow, InferenceInfo, InputRow
-from beameval.core.sanitize import MAX_NESTING
 from beameval.core.templates import Template
 from beameval.inference.answers import answered_row
 from beameval.inference.prepared import PreparedRequest, request_hash_from_bytes, wire_bytes
@@ -307,21 +306,6 @@ class AnswerHits(beam.DoFn):
             return
         clean, hits = element.clean, element.hits()
         yield RowBatch([_answered(digest, sample, InputRow(*fields), clean) for digest, sample, fields in hits])
-
-
-def clean_replies(handler: TargetHandler, entries: list[StoredResponse | None]) -> bool:
-    """True when every entry's parsed reply surely holds no lone surrogate and nests within ``MAX_NESTING``.
-
-    The entries' own ``nesting`` (known when read) and the handler's ``parse_nesting`` tell,
-    so a batch of hits is built without ``sanitize.clean_value`` visiting every reply
-    again: a third of what a cached row costs to build. Anything unknown says False, and
-    those replies are checked as fresh ones are.
-    """
-    extra = handler.parse_nesting
-    if extra is None:
-        return False
-    limit = MAX_NESTING - extra
-    return all(entry is not None and entry.nesting is not None and entry.nesting <= limit for entry in entries)
 
 
 def _answered(digest: str | None, sample: dict[str, Any], row: InputRow, known_clean: bool = False) -> GeneratedRow:

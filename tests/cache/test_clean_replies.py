@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 
 from beameval.cache.entry import decode_entry, encode_entry
-from beameval.cache.recording import sample_from_stored
+from beameval.cache.recording import clean_replies, sample_from_stored
 from beameval.config.schema import parse_config
 from beameval.core.sanitize import MAX_NESTING, RowTooLarge, clean_value
 from beameval.inference.targets import make_handler
 from beameval.inference.targets.base import TargetHandler
-from transforms.cache import clean_replies
 
 KEY = "ab" * 32
 _MODEL = {"model": {"url": "http://127.0.0.1:9/v1", "name": "m", "format": "openai"}}
